@@ -1,0 +1,74 @@
+package v1alpha1
+
+// Condition types of MachineConfigPool.
+const (
+	// PoolUpdated: every node of the pool runs its current configuration.
+	PoolUpdated = "Updated"
+	// PoolUpdating: nodes are being updated.
+	PoolUpdating = "Updating"
+	// PoolDegraded: the pool cannot make progress (any *Degraded below).
+	PoolDegraded = "Degraded"
+	// PoolNodeDegraded: at least one node failed its update.
+	PoolNodeDegraded = "NodeDegraded"
+	// PoolRenderDegraded: a selected MachineConfig is invalid; the pool
+	// keeps its last good configuration.
+	PoolRenderDegraded = "RenderDegraded"
+	// PoolImageBuildDegraded: the newest image build failed; nodes keep
+	// the image they run.
+	PoolImageBuildDegraded = "ImageBuildDegraded"
+)
+
+// Condition types of MachineOSBuild.
+const (
+	BuildPrepared    = "Prepared"
+	BuildBuilding    = "Building"
+	BuildSucceeded   = "Succeeded"
+	BuildFailed      = "Failed"
+	BuildInterrupted = "Interrupted"
+)
+
+// Condition reasons.
+const (
+	ReasonAsExpected       = "AsExpected"
+	ReasonInvalidConfig    = "InvalidMachineConfig"
+	ReasonRendered         = "Rendered"
+	ReasonNoConfigSelected = "NoMachineConfigSelected"
+	ReasonBuildFailed      = "BuildFailed"
+	ReasonBuildSucceeded   = "BuildSucceeded"
+	ReasonBuildInterrupted = "BuildInterrupted"
+)
+
+// Annotation and label keys, all under the Strata prefix.
+const (
+	// Prefix is the prefix of every Strata annotation and label.
+	Prefix = "machineconfiguration.strata.dev/"
+
+	// GeneratedByControllerAnnotation marks a rendered MachineConfig; its
+	// value is the controller's version.
+	GeneratedByControllerAnnotation = Prefix + "generated-by-controller"
+	// SourceMachineConfigsAnnotation on a rendered MachineConfig lists the
+	// MachineConfigs merged into it, comma separated, in merge order.
+	SourceMachineConfigsAnnotation = Prefix + "source-machine-configs"
+	// PoolLabel on a rendered MachineConfig or a MachineOSBuild names its
+	// pool.
+	PoolLabel = Prefix + "pool"
+	// RebuildAnnotation on a MachineOSConfig forces a new build of the
+	// same inputs; the controller removes it once the build is made.
+	RebuildAnnotation = Prefix + "rebuild"
+
+	// Node annotations: the protocol between the controller and the daemon.
+	CurrentConfigAnnotation = Prefix + "currentConfig"
+	DesiredConfigAnnotation = Prefix + "desiredConfig"
+	CurrentImageAnnotation  = Prefix + "currentImage"
+	DesiredImageAnnotation  = Prefix + "desiredImage"
+	StateAnnotation         = Prefix + "state"
+	ReasonAnnotation        = Prefix + "reason"
+)
+
+// Values of the node state annotation.
+const (
+	NodeStateDone      = "Done"
+	NodeStateWorking   = "Working"
+	NodeStateRebooting = "Rebooting"
+	NodeStateDegraded  = "Degraded"
+)

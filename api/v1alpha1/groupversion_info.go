@@ -1,0 +1,25 @@
+// Package v1alpha1 holds the Strata API: MachineConfig, MachineConfigPool,
+// MachineOSConfig and MachineOSBuild in the group
+// machineconfiguration.strata.dev. It keeps the object model of OpenShift's
+// Machine Config Operator so its users feel at home. The package holds types,
+// validation markers and constants only; logic lives elsewhere.
+//
+// +kubebuilder:object:generate=true
+// +groupName=machineconfiguration.strata.dev
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is the group and version of every Strata kind.
+	GroupVersion = schema.GroupVersion{Group: "machineconfiguration.strata.dev", Version: "v1alpha1"}
+
+	// SchemeBuilder registers the Strata kinds with a runtime.Scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the Strata kinds to a runtime.Scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)

@@ -1,0 +1,156 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// MachineConfigPoolSpec selects nodes and MachineConfigs and says how fast
+// the pool's nodes may be updated.
+type MachineConfigPoolSpec struct {
+	// nodeSelector selects the nodes of the pool. A nil selector selects no
+	// node.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// machineConfigSelector selects the MachineConfigs merged into the
+	// pool's rendered configuration. A nil selector selects none.
+	// +optional
+	MachineConfigSelector *metav1.LabelSelector `json:"machineConfigSelector,omitempty"`
+
+	// paused stops updates to the pool's nodes. Rendering and image builds
+	// go on, so that unpausing rolls out the newest configuration.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
+	// maxUnavailable is how many of the pool's nodes may be updating or
+	// unavailable at once: an integer of at least 1, or a percentage of the
+	// pool's nodes (rounded down, but at least one node). Defaults to 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')",message="maxUnavailable must be an integer of at least 1 or a percentage from 1% to 100%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// drainTimeout bounds how long the daemon drains a node before the
+	// update of that node fails. Defaults to 10m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
+
+	// healthCheckTimeout bounds how long a rebooted node may take to boot
+	// the desired image and report healthy before it is rolled back.
+	// Defaults to 10m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	HealthCheckTimeout *metav1.Duration `json:"healthCheckTimeout,omitempty"`
+
+	// maxFailedNodes is how many nodes may fail their update before the
+	// rollout halts and no further node is taken. Defaults to 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	MaxFailedNodes *int32 `json:"maxFailedNodes,omitempty"`
+}
+
+// MachineConfigPoolStatusConfiguration names the rendered MachineConfig a
+// pool uses and the MachineConfigs it was merged from.
+type MachineConfigPoolStatusConfiguration struct {
+	// name is the rendered MachineConfig's name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// source lists the MachineConfigs merged into it, in merge order.
+	// +optional
+	// +listType=atomic
+	Source []corev1.ObjectReference `json:"source,omitempty"`
+}
+
+// MachineConfigPoolStatus is the observed state of a pool.
+type MachineConfigPoolStatus struct {
+	// observedGeneration is the generation last processed.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// configuration is the rendered configuration the pool's nodes should
+	// run.
+	// +optional
+	Configuration MachineConfigPoolStatusConfiguration `json:"configuration,omitempty"`
+
+	// machineCount is the number of nodes in the pool.
+	// +optional
+	MachineCount int32 `json:"machineCount,omitempty"`
+
+	// updatedMachineCount is the number of nodes that run the pool's
+	// configuration (and image, for a layered pool).
+	// +optional
+	UpdatedMachineCount int32 `json:"updatedMachineCount,omitempty"`
+
+	// readyMachineCount is the number of updated nodes that are ready.
+	// +optional
+	ReadyMachineCount int32 `json:"readyMachineCount,omitempty"`
+
+	// unavailableMachineCount is the number of nodes being updated or not
+	// ready.
+	// +optional
+	UnavailableMachineCount int32 `json:"unavailableMachineCount,omitempty"`
+
+	// degradedMachineCount is the number of nodes whose update failed.
+	// +optional
+	DegradedMachineCount int32 `json:"degradedMachineCount,omitempty"`
+
+	// conditions: Updated, Updating, Degraded, NodeDegraded, RenderDegraded,
+	// ImageBuildDegraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// MachineConfigPool groups nodes that carry the same configuration.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=mcp
+// +kubebuilder:printcolumn:name="Config",type=string,JSONPath=`.status.configuration.name`
+// +kubebuilder:printcolumn:name="Updated",type=string,JSONPath=`.status.conditions[?(@.type=="Updated")].status`
+// +kubebuilder:printcolumn:name="Updating",type=string,JSONPath=`.status.conditions[?(@.type=="Updating")].status`
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
+// +kubebuilder:printcolumn:name="MachineCount",type=integer,JSONPath=`.status.machineCount`
+// +kubebuilder:printcolumn:name="ReadyMachineCount",type=integer,JSONPath=`.status.readyMachineCount`
+// +kubebuilder:printcolumn:name="UpdatedMachineCount",type=integer,JSONPath=`.status.updatedMachineCount`
+// +kubebuilder:printcolumn:name="DegradedMachineCount",type=integer,JSONPath=`.status.degradedMachineCount`
+// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MachineConfigPool struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state.
+	// +required
+	Spec MachineConfigPoolSpec `json:"spec"`
+
+	// status is the observed state.
+	// +optional
+	Status MachineConfigPoolStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// MachineConfigPoolList is a list of MachineConfigPools.
+type MachineConfigPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MachineConfigPool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MachineConfigPool{}, &MachineConfigPoolList{})
+}

@@ -1,0 +1,174 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BuildStep names the part of a build that failed, so that a person knows
+// where to look.
+// +kubebuilder:validation:Enum=Prepare;PullBase;Auth;Build;Push;Unknown
+type BuildStep string
+
+const (
+	// BuildStepPrepare: the inputs could not be rendered or delivered.
+	BuildStepPrepare BuildStep = "Prepare"
+	// BuildStepPullBase: the base image could not be pulled.
+	BuildStepPullBase BuildStep = "PullBase"
+	// BuildStepAuth: a registry refused the credentials.
+	BuildStepAuth BuildStep = "Auth"
+	// BuildStepBuild: a Containerfile instruction failed.
+	BuildStepBuild BuildStep = "Build"
+	// BuildStepPush: the image could not be pushed.
+	BuildStepPush BuildStep = "Push"
+	// BuildStepUnknown: the builder ended without saying why.
+	BuildStepUnknown BuildStep = "Unknown"
+)
+
+// MachineOSBuildSpec is one set of build inputs. It never changes: new
+// inputs make a new MachineOSBuild.
+type MachineOSBuildSpec struct {
+	// machineConfig names the rendered MachineConfig built into the image.
+	// +required
+	MachineConfig LocalObjectReference `json:"machineConfig"`
+
+	// machineOSConfig names the MachineOSConfig this build belongs to.
+	// +required
+	MachineOSConfig LocalObjectReference `json:"machineOSConfig"`
+
+	// renderedImagePushSpec is the registry/repository:tag the image is
+	// pushed to.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.matches('^((localhost|[a-zA-Z0-9-]+([.][a-zA-Z0-9-]+)+)(:[0-9]{1,5})?|[a-zA-Z0-9-]+:[0-9]{1,5})/[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*:[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127}$')",message="renderedImagePushSpec must be registry/repository:tag with a registry host and a tag"
+	RenderedImagePushSpec string `json:"renderedImagePushSpec"`
+}
+
+// ObjectReference names a namespaced object of a known group and resource.
+type ObjectReference struct {
+	// group of the object ("batch" for a Job).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Group string `json:"group,omitempty"`
+	// resource of the object ("jobs").
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Resource string `json:"resource"`
+	// namespace of the object.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+	// name of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// MachineOSBuilderReference says which builder ran a build.
+type MachineOSBuilderReference struct {
+	// imageBuilderType is the mechanism that ran the build.
+	// +required
+	ImageBuilderType ImageBuilderType `json:"imageBuilderType"`
+	// job is the Job running the build, for the Job builder.
+	// +optional
+	Job *ObjectReference `json:"job,omitempty"`
+}
+
+// BuildFailure says what failed in a build, in words a person can act on.
+type BuildFailure struct {
+	// step is the part of the build that failed.
+	// +required
+	Step BuildStep `json:"step"`
+	// message says what failed, for example the Containerfile instruction
+	// and its line.
+	// +required
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message"`
+	// logTail is the last lines of the build log.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16384
+	LogTail string `json:"logTail,omitempty"`
+}
+
+// MachineOSBuildStatus is the observed state of a build.
+type MachineOSBuildStatus struct {
+	// conditions: Prepared, Building, Succeeded, Failed, Interrupted.
+	// Succeeded, Failed and Interrupted are terminal.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// builder is the builder running or that ran the build.
+	// +optional
+	Builder *MachineOSBuilderReference `json:"builder,omitempty"`
+
+	// buildStart is when the builder started.
+	// +optional
+	BuildStart *metav1.Time `json:"buildStart,omitempty"`
+
+	// buildEnd is when the build reached a terminal condition.
+	// +optional
+	BuildEnd *metav1.Time `json:"buildEnd,omitempty"`
+
+	// baseImagePullSpec is the base image the build ran on, by digest.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.matches('^((localhost|[a-zA-Z0-9-]+([.][a-zA-Z0-9-]+)+)(:[0-9]{1,5})?|[a-zA-Z0-9-]+:[0-9]{1,5})/[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*@sha256:[a-f0-9]{64}$')",message="baseImagePullSpec must be registry/repository@sha256:<64 hex digits>"
+	BaseImagePullSpec string `json:"baseImagePullSpec,omitempty"`
+
+	// digestedImagePushSpec is the pushed image, by digest.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.matches('^((localhost|[a-zA-Z0-9-]+([.][a-zA-Z0-9-]+)+)(:[0-9]{1,5})?|[a-zA-Z0-9-]+:[0-9]{1,5})/[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*@sha256:[a-f0-9]{64}$')",message="digestedImagePushSpec must be registry/repository@sha256:<64 hex digits>"
+	DigestedImagePushSpec string `json:"digestedImagePushSpec,omitempty"`
+
+	// failure says what failed, when the build failed.
+	// +optional
+	Failure *BuildFailure `json:"failure,omitempty"`
+}
+
+// MachineOSBuild is one build of one set of inputs, named
+// <machineosconfig>-<hash of the inputs>.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=mosb
+// +kubebuilder:validation:XValidation:rule="self.spec == oldSelf.spec",message="spec is immutable: new build inputs make a new MachineOSBuild"
+// +kubebuilder:printcolumn:name="Prepared",type=string,JSONPath=`.status.conditions[?(@.type=="Prepared")].status`
+// +kubebuilder:printcolumn:name="Building",type=string,JSONPath=`.status.conditions[?(@.type=="Building")].status`
+// +kubebuilder:printcolumn:name="Succeeded",type=string,JSONPath=`.status.conditions[?(@.type=="Succeeded")].status`
+// +kubebuilder:printcolumn:name="Interrupted",type=string,JSONPath=`.status.conditions[?(@.type=="Interrupted")].status`
+// +kubebuilder:printcolumn:name="Failed",type=string,JSONPath=`.status.conditions[?(@.type=="Failed")].status`
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.digestedImagePushSpec`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MachineOSBuild struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the build's inputs; immutable.
+	// +required
+	Spec MachineOSBuildSpec `json:"spec"`
+
+	// status is the build's progress and result.
+	// +optional
+	Status MachineOSBuildStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// MachineOSBuildList is a list of MachineOSBuilds.
+type MachineOSBuildList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MachineOSBuild `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MachineOSBuild{}, &MachineOSBuildList{})
+}

@@ -1,0 +1,170 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ImageBuilderType names the mechanism that builds a layered pool's image.
+// +kubebuilder:validation:Enum=Job
+type ImageBuilderType string
+
+const (
+	// JobBuilder runs buildah in a Kubernetes Job on the cluster.
+	JobBuilder ImageBuilderType = "Job"
+)
+
+// ContainerfileArch is the architecture a Containerfile snippet applies to.
+// +kubebuilder:validation:Enum=ARM64;AMD64;PPC64LE;S390X;NoArch
+type ContainerfileArch string
+
+const (
+	ContainerfileArchARM64   ContainerfileArch = "ARM64"
+	ContainerfileArchAMD64   ContainerfileArch = "AMD64"
+	ContainerfileArchPPC64LE ContainerfileArch = "PPC64LE"
+	ContainerfileArchS390X   ContainerfileArch = "S390X"
+	// ContainerfileArchNoArch applies to every architecture that has no
+	// entry of its own.
+	ContainerfileArchNoArch ContainerfileArch = "NoArch"
+)
+
+// MachineOSImageBuilder says how images are built.
+type MachineOSImageBuilder struct {
+	// imageBuilderType is the build mechanism. Only Job is supported.
+	// +required
+	ImageBuilderType ImageBuilderType `json:"imageBuilderType"`
+}
+
+// MachineOSContainerfile is Containerfile content added after the rendered
+// configuration.
+type MachineOSContainerfile struct {
+	// containerfileArch is the architecture the content applies to:
+	// ARM64, AMD64, PPC64LE, S390X, or NoArch for every architecture without
+	// an entry of its own. Defaults to NoArch.
+	// +optional
+	// +kubebuilder:default=NoArch
+	ContainerfileArch ContainerfileArch `json:"containerfileArch,omitempty"`
+
+	// content is Containerfile instructions, without a FROM line of the
+	// final stage: they run on top of the rendered configuration.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=65536
+	Content string `json:"content"`
+}
+
+// MachineOSConfigSpec turns a pool into a layered pool and says how its
+// image is built and where it is pushed.
+type MachineOSConfigSpec struct {
+	// machineConfigPool names the pool this config layers. One
+	// MachineOSConfig per pool.
+	// +required
+	MachineConfigPool LocalObjectReference `json:"machineConfigPool"`
+
+	// imageBuilder says how the image is built.
+	// +required
+	ImageBuilder MachineOSImageBuilder `json:"imageBuilder"`
+
+	// baseImagePullSpec overrides the base OS image that would otherwise
+	// come from the pool's rendered osImageURL. It is resolved to a digest
+	// when a build starts.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	BaseImagePullSpec string `json:"baseImagePullSpec,omitempty"`
+
+	// baseImagePullSecret is the Secret used to pull the base image. Empty
+	// pulls anonymously.
+	// +optional
+	BaseImagePullSecret *SecretReference `json:"baseImagePullSecret,omitempty"`
+
+	// renderedImagePushSecret is the Secret used to push the built image.
+	// +required
+	RenderedImagePushSecret SecretReference `json:"renderedImagePushSecret"`
+
+	// renderedImagePullSecret is the Secret nodes use to pull the built
+	// image; the daemon writes it where bootc reads credentials. Empty pulls
+	// anonymously.
+	// +optional
+	RenderedImagePullSecret *SecretReference `json:"renderedImagePullSecret,omitempty"`
+
+	// renderedImagePushSpec is where built images are pushed, as
+	// registry/repository:tag. Nodes always pull the pushed digest, never
+	// the tag.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.contains('@')",message="renderedImagePushSpec must be registry/repository:tag, not a digest"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^((localhost|[a-zA-Z0-9-]+([.][a-zA-Z0-9-]+)+)(:[0-9]{1,5})?|[a-zA-Z0-9-]+:[0-9]{1,5})/[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*:[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127}$')",message="renderedImagePushSpec must be registry/repository:tag with a registry host and a tag"
+	RenderedImagePushSpec string `json:"renderedImagePushSpec"`
+
+	// containerFile is Containerfile content added to the image after the
+	// rendered configuration, at most one entry per architecture.
+	// +optional
+	// +listType=map
+	// +listMapKey=containerfileArch
+	// +kubebuilder:validation:MaxItems=5
+	ContainerFile []MachineOSContainerfile `json:"containerFile,omitempty"`
+}
+
+// MachineOSConfigStatus is the observed state of a MachineOSConfig.
+type MachineOSConfigStatus struct {
+	// observedGeneration is the generation last processed.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions describe the config's state.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// currentImagePullSpec is the image the pool's nodes should run, as
+	// registry/repository@sha256:digest.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.matches('^((localhost|[a-zA-Z0-9-]+([.][a-zA-Z0-9-]+)+)(:[0-9]{1,5})?|[a-zA-Z0-9-]+:[0-9]{1,5})/[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*@sha256:[a-f0-9]{64}$')",message="currentImagePullSpec must be registry/repository@sha256:<64 hex digits>"
+	CurrentImagePullSpec string `json:"currentImagePullSpec,omitempty"`
+
+	// machineOSBuild names the newest MachineOSBuild of this config.
+	// +optional
+	MachineOSBuild *LocalObjectReference `json:"machineOSBuild,omitempty"`
+}
+
+// MachineOSConfig turns a MachineConfigPool into a layered pool: its
+// configuration is built into a derived OS image on the cluster and nodes
+// switch to that image. Deleting it rolls the pool back to the base image.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=mosc
+// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.machineConfigPool.name`
+// +kubebuilder:printcolumn:name="Build",type=string,JSONPath=`.status.machineOSBuild.name`
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.currentImagePullSpec`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MachineOSConfig struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state.
+	// +required
+	Spec MachineOSConfigSpec `json:"spec"`
+
+	// status is the observed state.
+	// +optional
+	Status MachineOSConfigStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// MachineOSConfigList is a list of MachineOSConfigs.
+type MachineOSConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MachineOSConfig `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MachineOSConfig{}, &MachineOSConfigList{})
+}

@@ -1,0 +1,33 @@
+// Command stratactl is Strata's command-line tool.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strata-dev/strata/internal/version"
+)
+
+func main() {
+	root := &cobra.Command{
+		Use:           "stratactl",
+		Short:         "Strata's command-line tool",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	version.Apply(root)
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), version.String("stratactl"))
+		},
+	})
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "stratactl:", err)
+		os.Exit(1)
+	}
+}
