@@ -1,0 +1,91 @@
+package machineconfig
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	ign "github.com/coreos/ignition/v2/config/v3_5"
+	igntypes "github.com/coreos/ignition/v2/config/v3_5/types"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+)
+
+// IgnitionVersion is the Ignition spec version of every rendered config:
+// older 3.x configs are translated up to it before they are merged.
+const IgnitionVersion = "3.5.0"
+
+// Merge merges configs in name order, whatever order they are given in:
+//   - Ignition configs with Ignition's own merge semantics, so a later
+//     config wins per file path, unit name and drop-in name;
+//   - kernel arguments concatenated in order, exact duplicates dropped
+//     (the first occurrence keeps its place);
+//   - extensions as a sorted set;
+//   - kernelType and osImageURL: the last non-empty value wins.
+//
+// The result's Ignition config is canonical JSON at IgnitionVersion, so equal
+// content gives equal bytes (and an equal Hash).
+func Merge(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec, error) {
+	sorted := slices.Clone(configs)
+	slices.SortFunc(sorted, func(a, b v1alpha1.MachineConfig) int { return strings.Compare(a.Name, b.Name) })
+
+	merged := igntypes.Config{Ignition: igntypes.Ignition{Version: IgnitionVersion}}
+	var out v1alpha1.MachineConfigSpec
+	seenKarg := map[string]bool{}
+	extensions := map[string]bool{}
+	for i := range sorted {
+		mc := &sorted[i]
+		cfg, err := parseIgnition(mc.Spec.Config.Raw)
+		if err != nil {
+			return v1alpha1.MachineConfigSpec{}, fmt.Errorf("MachineConfig %s: spec.config: %w", mc.Name, err)
+		}
+		merged = ign.Merge(merged, cfg)
+		for _, karg := range mc.Spec.KernelArguments {
+			if !seenKarg[karg] {
+				seenKarg[karg] = true
+				out.KernelArguments = append(out.KernelArguments, karg)
+			}
+		}
+		for _, ext := range mc.Spec.Extensions {
+			extensions[ext] = true
+		}
+		if mc.Spec.KernelType != "" {
+			out.KernelType = mc.Spec.KernelType
+		}
+		if mc.Spec.OSImageURL != "" {
+			out.OSImageURL = mc.Spec.OSImageURL
+		}
+	}
+	merged.Ignition.Version = IgnitionVersion
+	raw, err := json.Marshal(merged)
+	if err != nil {
+		return v1alpha1.MachineConfigSpec{}, fmt.Errorf("encode merged Ignition config: %w", err)
+	}
+	out.Config = runtime.RawExtension{Raw: raw}
+	if len(extensions) > 0 {
+		out.Extensions = make([]string, 0, len(extensions))
+		for ext := range extensions {
+			out.Extensions = append(out.Extensions, ext)
+		}
+		slices.Sort(out.Extensions)
+	}
+	return out, nil
+}
+
+// parseIgnition parses an Ignition config of any version from 3.0 to 3.5
+// and returns it translated to 3.5. An empty config is an empty 3.5 config.
+func parseIgnition(raw []byte) (igntypes.Config, error) {
+	if len(strings.TrimSpace(string(raw))) == 0 || string(raw) == "null" {
+		return igntypes.Config{Ignition: igntypes.Ignition{Version: IgnitionVersion}}, nil
+	}
+	cfg, report, err := ign.ParseCompatibleVersion(raw)
+	if err != nil {
+		if msg := strings.TrimSpace(report.String()); msg != "" {
+			return igntypes.Config{}, fmt.Errorf("%w: %s", err, msg)
+		}
+		return igntypes.Config{}, err
+	}
+	return cfg, nil
+}
