@@ -1,0 +1,96 @@
+package containerfile
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"net/url"
+	"strings"
+
+	ign "github.com/coreos/ignition/v2/config/v3_5/types"
+	"github.com/vincent-petithory/dataurl"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// maxFileSize bounds a decompressed file. A MachineConfig is stored in etcd
+// (at most about 1.5 MiB), but gzip lets that expand a thousandfold; an
+// image is not the place for such files anyway.
+const maxFileSize = 64 << 20
+
+// hasSource reports whether a resource names content. Ignition treats an
+// empty source like an absent one.
+func hasSource(r ign.Resource) bool {
+	return r.Source != nil && *r.Source != ""
+}
+
+// decodeResource returns the bytes a resource stands for. Only data: URLs
+// are accepted: a build must not depend on a server being up, and the same
+// inputs must always give the same image.
+func decodeResource(r ign.Resource, fldPath *field.Path) ([]byte, *field.Error) {
+	src := *r.Source
+	u, err := url.Parse(src)
+	if err != nil {
+		return nil, field.Invalid(fldPath.Child("source"), short(src), "not a valid URL")
+	}
+	if u.Scheme != "data" {
+		return nil, field.Invalid(fldPath.Child("source"), short(src),
+			fmt.Sprintf("remote sources (%s) are not supported: builds must be reproducible and work offline; inline the content as a data: URL", u.Scheme))
+	}
+	du, err := dataurl.DecodeString(src)
+	if err != nil {
+		return nil, field.Invalid(fldPath.Child("source"), short(src), "not a valid data URL: "+err.Error())
+	}
+	data := du.Data
+	if r.Compression != nil && *r.Compression == "gzip" {
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return nil, field.Invalid(fldPath.Child("compression"), "gzip", "content is not gzip data: "+err.Error())
+		}
+		out, err := io.ReadAll(io.LimitReader(zr, maxFileSize+1))
+		if err == nil {
+			err = zr.Close()
+		}
+		if err != nil {
+			return nil, field.Invalid(fldPath.Child("compression"), "gzip", "content is not valid gzip data: "+err.Error())
+		}
+		data = out
+	} else if r.Compression != nil && *r.Compression != "" {
+		return nil, field.NotSupported(fldPath.Child("compression"), *r.Compression, []string{"gzip"})
+	}
+	if len(data) > maxFileSize {
+		return nil, field.TooLong(fldPath.Child("source"), field.OmitValueType{}, maxFileSize)
+	}
+	if r.Verification.Hash != nil {
+		if ferr := verify(data, *r.Verification.Hash, fldPath.Child("verification", "hash")); ferr != nil {
+			return nil, ferr
+		}
+	}
+	return data, nil
+}
+
+// verify checks content against an Ignition hash (sha256-HEX or
+// sha512-HEX) over the decompressed content, as Ignition does. Checking at
+// render time turns a wrong hash into a render error instead of a node that
+// fails to apply its configuration.
+func verify(data []byte, want string, fldPath *field.Path) *field.Error {
+	algo, sum, ok := strings.Cut(want, "-")
+	var h hash.Hash
+	switch {
+	case ok && algo == "sha256":
+		h = sha256.New()
+	case ok && algo == "sha512":
+		h = sha512.New()
+	default:
+		return field.Invalid(fldPath, want, "must be sha256-<hex> or sha512-<hex>")
+	}
+	h.Write(data)
+	if got := hex.EncodeToString(h.Sum(nil)); got != strings.ToLower(sum) {
+		return field.Invalid(fldPath, want, fmt.Sprintf("content does not match: its hash is %s-%s", algo, got))
+	}
+	return nil
+}
