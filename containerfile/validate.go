@@ -120,7 +120,7 @@ func buildPlan(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path) (*plan, fi
 	}
 
 	cfgPath := fldPath.Child("config")
-	cfg, rpt, err := parseIgnition(spec.Config.Raw)
+	cfg, rpt, err := parseIgnitionCached(spec.Config.Raw)
 	if err != nil {
 		return nil, append(errs, ignitionFieldErrors(cfgPath, spec.Config.Raw, err, rpt)...)
 	}
@@ -134,6 +134,17 @@ func buildPlan(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path) (*plan, fi
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	// A file edited at build time must not also be a layer entry: the
+	// layer would be unpacked first and the edit would silently change it.
+	for _, e := range p.edits {
+		if old, ok := p.entries[e.path]; ok && old.origin != nil {
+			errs = append(errs, field.Invalid(old.origin, e.path, "the same path is also a file without contents in storage.files"))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	slices.SortFunc(p.edits, func(a, b editOp) int { return strings.Compare(a.path, b.path) })
 	if len(p.kargs) > 0 {
 		p.add(&entry{path: kargsPath, typeflag: tar.TypeReg, mode: 0o644, data: kargsTOML(p.kargs)})
 	}

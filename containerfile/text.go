@@ -1,0 +1,135 @@
+package containerfile
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+)
+
+// appendMount is where the build's RUN step sees the context's append/
+// directory. It is a bind mount, so the fragments never enter a layer.
+const appendMount = "/run/strata-append"
+
+// Package steps. They use dnf, which the image-mode bases Strata targets
+// (Fedora, CentOS Stream and RHEL bootc images) carry; `dnf clean all` keeps
+// caches out of the layer.
+var (
+	kernelSwap = map[v1alpha1.KernelType]string{
+		v1alpha1.KernelTypeRealtime: "dnf -y remove kernel kernel-core kernel-modules kernel-modules-core kernel-modules-extra && \\\n" +
+			"\tdnf -y install kernel-rt-core kernel-rt-modules kernel-rt-modules-core kernel-rt-modules-extra && \\\n\tdnf clean all",
+		v1alpha1.KernelType64kPages: "dnf -y remove kernel kernel-core kernel-modules kernel-modules-core kernel-modules-extra && \\\n" +
+			"\tdnf -y install kernel-64k-core kernel-64k-modules kernel-64k-modules-core kernel-64k-modules-extra && \\\n\tdnf clean all",
+	}
+)
+
+// shellQuote quotes s for sh. Paths and names are validated to have no
+// control characters, so a single-quoted word on one line is always right.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func labelLine(k, v string) []byte {
+	return []byte(fmt.Sprintf("LABEL %s=%q\n", k, v))
+}
+
+// containerfileBody writes the Containerfile without its input-hash label,
+// which is computed over this text. Steps go from what needs no commands
+// to what does, and the admin's content comes after Strata's own so that
+// it can build on them; the labels come last so that it cannot override
+// them.
+func containerfileBody(in Input, p *plan, hasRootfs bool, appendNames [][]string, admin *adminContent, labels map[string]string) ([]byte, bool) {
+	var b strings.Builder
+	needsRun := false
+	run := func(mount string, cmds []string) {
+		if len(cmds) == 0 {
+			return
+		}
+		needsRun = true
+		b.WriteString("RUN ")
+		if mount != "" {
+			b.WriteString(mount + " \\\n\t")
+		}
+		b.WriteString(strings.Join(cmds, " && \\\n\t"))
+		b.WriteString("\n")
+	}
+
+	fmt.Fprintf(&b, "# Rendered by Strata from %s for pool %s. Do not edit.\n", in.ConfigName, in.Pool)
+	fmt.Fprintf(&b, "FROM %s\n", in.BaseImage)
+	if hasRootfs {
+		// ADD unpacks the tar with its modes and numeric owners, in one layer;
+		// COPY would make every file root's.
+		fmt.Fprintf(&b, "ADD %s /\n", RootfsName)
+	}
+
+	var edits []string
+	mount := ""
+	for i, e := range p.edits {
+		q := shellQuote(e.path)
+		edits = append(edits, fmt.Sprintf("mkdir -p %s", shellQuote(path.Dir(e.path))), ": >> "+q)
+		for _, name := range appendNames[i] {
+			mount = fmt.Sprintf("--mount=type=bind,source=%s,target=%s", appendDir, appendMount)
+			edits = append(edits, fmt.Sprintf("cat %s >> %s", shellQuote(appendMount+"/"+strings.TrimPrefix(name, appendDir+"/")), q))
+		}
+		if e.mode != nil {
+			edits = append(edits, fmt.Sprintf("chmod %04o %s", *e.mode, q))
+		}
+	}
+	run(mount, edits)
+
+	var chowns []string
+	for _, c := range p.chowns {
+		owner := c.user
+		if c.group != "" {
+			owner += ":" + c.group
+		}
+		chowns = append(chowns, fmt.Sprintf("chown -h %s %s", shellQuote(owner), shellQuote(c.path)))
+	}
+	slices.Sort(chowns)
+	run("", chowns)
+
+	var units []string
+	if len(p.enable) > 0 {
+		units = append(units, "systemctl enable "+quoteAll(p.enable))
+	}
+	if len(p.disable) > 0 {
+		units = append(units, "systemctl disable "+quoteAll(p.disable))
+	}
+	run("", units)
+
+	if k, ok := kernelSwap[p.kernelType]; ok {
+		run("", []string{k})
+	}
+	if len(p.extensions) > 0 {
+		run("", []string{"dnf -y install " + quoteAll(p.extensions), "dnf clean all"})
+	}
+
+	if admin != nil && strings.TrimSpace(admin.content) != "" {
+		fmt.Fprintf(&b, "# containerFile %s from the MachineOSConfig\n", admin.arch)
+		b.WriteString(admin.content)
+		if !strings.HasSuffix(admin.content, "\n") {
+			b.WriteString("\n")
+		}
+		needsRun = needsRun || admin.needsRun
+	}
+
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b.Write(labelLine(k, labels[k]))
+	}
+	return []byte(b.String()), needsRun
+}
+
+func quoteAll(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = shellQuote(w)
+	}
+	return strings.Join(q, " ")
+}
