@@ -1,0 +1,430 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/testenv"
+)
+
+// These tests install the generated CRDs into a real apiserver and check
+// that the schema, not a controller, accepts the samples and rejects bad
+// objects with a message that names the field.
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	e, stop, err := testenv.StartMain()
+	if err != nil {
+		// Fail loudly: a missing apiserver is a broken setup, not a skip.
+		os.Stderr.WriteString("start envtest: " + err.Error() + "\n")
+		os.Exit(1)
+	}
+	env = e
+	code := m.Run()
+	stop()
+	os.Exit(code)
+}
+
+const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func TestSamplesAreAccepted(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, err := filepath.Glob(filepath.Join(root, "config", "samples", "machineconfiguration_*.yaml"))
+	if err != nil || len(paths) < 4 {
+		t.Fatalf("want a sample per kind, found %v (%v)", paths, err)
+	}
+	kinds := map[string]bool{}
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+		for {
+			obj := &unstructured.Unstructured{}
+			if err := dec.Decode(&obj.Object); err != nil {
+				break
+			}
+			if err := env.Client.Create(context.Background(), obj); err != nil {
+				t.Errorf("%s: %s %s rejected: %v", filepath.Base(path), obj.GetKind(), obj.GetName(), err)
+			}
+			kinds[obj.GetKind()] = true
+		}
+		f.Close()
+	}
+	for _, kind := range []string{"MachineConfig", "MachineConfigPool", "MachineOSConfig", "MachineOSBuild"} {
+		if !kinds[kind] {
+			t.Errorf("no sample of kind %s", kind)
+		}
+	}
+}
+
+func TestShortNamesAndStatusSubresource(t *testing.T) {
+	want := map[string]string{
+		"machineconfigs.machineconfiguration.strata.dev":     "mc",
+		"machineconfigpools.machineconfiguration.strata.dev": "mcp",
+		"machineosconfigs.machineconfiguration.strata.dev":   "mosc",
+		"machineosbuilds.machineconfiguration.strata.dev":    "mosb",
+	}
+	for _, crd := range env.CRDs {
+		short, ok := want[crd.Name]
+		if !ok {
+			continue
+		}
+		delete(want, crd.Name)
+		if len(crd.Spec.Names.ShortNames) != 1 || crd.Spec.Names.ShortNames[0] != short {
+			t.Errorf("%s: short names %v, want [%s]", crd.Name, crd.Spec.Names.ShortNames, short)
+		}
+		if crd.Spec.Scope != "Cluster" {
+			t.Errorf("%s: scope %s, want Cluster", crd.Name, crd.Spec.Scope)
+		}
+		v := crd.Spec.Versions[0]
+		if v.Subresources == nil || v.Subresources.Status == nil {
+			t.Errorf("%s: no status subresource", crd.Name)
+		}
+		if len(v.AdditionalPrinterColumns) == 0 {
+			t.Errorf("%s: no printer columns", crd.Name)
+		}
+	}
+	for name := range want {
+		t.Errorf("CRD %s not installed", name)
+	}
+}
+
+func validMOSC(name string) *v1alpha1.MachineOSConfig {
+	return &v1alpha1.MachineOSConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.MachineOSConfigSpec{
+			MachineConfigPool:       v1alpha1.LocalObjectReference{Name: "worker"},
+			ImageBuilder:            v1alpha1.MachineOSImageBuilder{ImageBuilderType: v1alpha1.JobBuilder},
+			RenderedImagePushSecret: v1alpha1.SecretReference{Name: "push"},
+			RenderedImagePushSpec:   "127.0.0.1:5000/strata/os:latest",
+		},
+	}
+}
+
+func validMOSB(name string) *v1alpha1.MachineOSBuild {
+	return &v1alpha1.MachineOSBuild{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.MachineOSBuildSpec{
+			MachineConfig:         v1alpha1.LocalObjectReference{Name: "rendered-worker-abc"},
+			MachineOSConfig:       v1alpha1.LocalObjectReference{Name: "worker"},
+			RenderedImagePushSpec: "registry.example.com/strata/os:worker-abc",
+		},
+	}
+}
+
+func validMCP(name string) *v1alpha1.MachineConfigPool {
+	return &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+func mcUnstructured(name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       "MachineConfig",
+		"metadata":   map[string]any{"name": name},
+		"spec":       spec,
+	}}
+	return u
+}
+
+func TestValidObjectsAreAccepted(t *testing.T) {
+	ctx := context.Background()
+	mcp := validMCP("accept-percent")
+	pct := intstr.FromString("50%")
+	mcp.Spec.MaxUnavailable = &pct
+	mcp.Spec.DrainTimeout = &metav1.Duration{}
+	mcp.Spec.DrainTimeout.Duration = 90e9
+	if err := env.Client.Create(ctx, mcp); err != nil {
+		t.Errorf("pool with maxUnavailable 50%%: %v", err)
+	}
+
+	defaulted := validMCP("accept-default")
+	if err := env.Client.Create(ctx, defaulted); err != nil {
+		t.Fatal(err)
+	}
+	if defaulted.Spec.MaxUnavailable == nil || defaulted.Spec.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("maxUnavailable defaulted to %v, want 1", defaulted.Spec.MaxUnavailable)
+	}
+	if defaulted.Spec.MaxFailedNodes == nil || *defaulted.Spec.MaxFailedNodes != 1 {
+		t.Errorf("maxFailedNodes defaulted to %v, want 1", defaulted.Spec.MaxFailedNodes)
+	}
+
+	mosc := validMOSC("accept-mosc")
+	mosc.Spec.ContainerFile = []v1alpha1.MachineOSContainerfile{{Content: "RUN true"}, {ContainerfileArch: v1alpha1.ContainerfileArchARM64, Content: "RUN true"}}
+	if err := env.Client.Create(ctx, mosc); err != nil {
+		t.Fatalf("MachineOSConfig: %v", err)
+	}
+	if mosc.Spec.ContainerFile[0].ContainerfileArch != v1alpha1.ContainerfileArchNoArch {
+		t.Errorf("containerfileArch defaulted to %q, want NoArch", mosc.Spec.ContainerFile[0].ContainerfileArch)
+	}
+	mosc.Status.CurrentImagePullSpec = "127.0.0.1:5000/strata/os@" + digest
+	if err := env.Client.Status().Update(ctx, mosc); err != nil {
+		t.Errorf("digested currentImagePullSpec rejected: %v", err)
+	}
+
+	mosb := validMOSB("accept-mosb")
+	if err := env.Client.Create(ctx, mosb); err != nil {
+		t.Fatal(err)
+	}
+	// Labels and annotations of a MachineOSBuild may change; its spec may not.
+	mosb.Labels = map[string]string{"x": "y"}
+	if err := env.Client.Update(ctx, mosb); err != nil {
+		t.Errorf("metadata update of a MachineOSBuild rejected: %v", err)
+	}
+
+	if err := env.Client.Create(ctx, mcUnstructured("accept-mc", map[string]any{
+		"config":          map[string]any{"ignition": map[string]any{"version": "3.5.0"}, "unknown": "kept"},
+		"kernelArguments": []any{"mitigations=auto,nosmt", "console=ttyS0,115200n8"},
+		"kernelType":      "64k-pages",
+	})); err != nil {
+		t.Errorf("MachineConfig: %v", err)
+	}
+}
+
+func TestInvalidObjectsAreRejected(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		// do performs the write that must be rejected.
+		do func(name string) error
+		// want are substrings the apiserver's message must contain: the
+		// field and what is wrong.
+		want []string
+	}{
+		{
+			name: "push spec without tag",
+			do: func(n string) error {
+				m := validMOSC(n)
+				m.Spec.RenderedImagePushSpec = "127.0.0.1:5000/strata/os"
+				return env.Client.Create(ctx, m)
+			},
+			want: []string{"spec.renderedImagePushSpec", "registry/repository:tag"},
+		},
+		{
+			name: "push spec with a digest",
+			do: func(n string) error {
+				m := validMOSC(n)
+				m.Spec.RenderedImagePushSpec = "quay.io/strata/os@" + digest
+				return env.Client.Create(ctx, m)
+			},
+			want: []string{"spec.renderedImagePushSpec", "not a digest"},
+		},
+		{
+			name: "push spec without registry host",
+			do: func(n string) error {
+				m := validMOSC(n)
+				m.Spec.RenderedImagePushSpec = "strata/os:latest"
+				return env.Client.Create(ctx, m)
+			},
+			want: []string{"spec.renderedImagePushSpec", "registry host"},
+		},
+		{
+			name: "unknown containerfile arch",
+			do: func(n string) error {
+				m := validMOSC(n)
+				m.Spec.ContainerFile = []v1alpha1.MachineOSContainerfile{{ContainerfileArch: "X86", Content: "RUN true"}}
+				return env.Client.Create(ctx, m)
+			},
+			want: []string{"spec.containerFile[0].containerfileArch", "Unsupported value"},
+		},
+		{
+			name: "two containerfiles for one arch",
+			do: func(n string) error {
+				m := validMOSC(n)
+				m.Spec.ContainerFile = []v1alpha1.MachineOSContainerfile{{Content: "RUN a"}, {ContainerfileArch: "NoArch", Content: "RUN b"}}
+				return env.Client.Create(ctx, m)
+			},
+			want: []string{"spec.containerFile[1]", "Duplicate value"},
+		},
+		{
+			name: "empty containerfile content",
+			do: func(n string) error {
+				m := validMOSC(n)
+				m.Spec.ContainerFile = []v1alpha1.MachineOSContainerfile{{Content: ""}}
+				return env.Client.Create(ctx, m)
+			},
+			want: []string{"spec.containerFile[0].content"},
+		},
+		{
+			name: "unknown image builder type",
+			do: func(n string) error {
+				m := validMOSC(n)
+				m.Spec.ImageBuilder.ImageBuilderType = "Pod"
+				return env.Client.Create(ctx, m)
+			},
+			want: []string{"spec.imageBuilder.imageBuilderType", "Unsupported value"},
+		},
+		{
+			name: "missing push secret",
+			do: func(n string) error {
+				m := validMOSC(n)
+				m.Spec.RenderedImagePushSecret.Name = ""
+				return env.Client.Create(ctx, m)
+			},
+			want: []string{"spec.renderedImagePushSecret.name"},
+		},
+		{
+			name: "non-digest pull spec in MachineOSConfig status",
+			do: func(n string) error {
+				m := validMOSC(n)
+				if err := env.Client.Create(ctx, m); err != nil {
+					return err
+				}
+				m.Status.CurrentImagePullSpec = "127.0.0.1:5000/strata/os:latest"
+				return env.Client.Status().Update(ctx, m)
+			},
+			want: []string{"status.currentImagePullSpec", "@sha256:"},
+		},
+		{
+			name: "short digest in MachineOSBuild status",
+			do: func(n string) error {
+				b := validMOSB(n)
+				if err := env.Client.Create(ctx, b); err != nil {
+					return err
+				}
+				b.Status.DigestedImagePushSpec = "registry.example.com/strata/os@sha256:abc"
+				return env.Client.Status().Update(ctx, b)
+			},
+			want: []string{"status.digestedImagePushSpec", "64 hex digits"},
+		},
+		{
+			name: "MachineOSBuild spec change",
+			do: func(n string) error {
+				b := validMOSB(n)
+				if err := env.Client.Create(ctx, b); err != nil {
+					return err
+				}
+				b.Spec.MachineConfig.Name = "rendered-worker-other"
+				return env.Client.Update(ctx, b)
+			},
+			want: []string{"spec is immutable"},
+		},
+		{
+			name: "maxUnavailable 0",
+			do: func(n string) error {
+				p := validMCP(n)
+				zero := intstr.FromInt32(0)
+				p.Spec.MaxUnavailable = &zero
+				return env.Client.Create(ctx, p)
+			},
+			want: []string{"spec.maxUnavailable", "at least 1"},
+		},
+		{
+			name: "maxUnavailable 0%",
+			do: func(n string) error {
+				p := validMCP(n)
+				zero := intstr.FromString("0%")
+				p.Spec.MaxUnavailable = &zero
+				return env.Client.Create(ctx, p)
+			},
+			want: []string{"spec.maxUnavailable", "percentage"},
+		},
+		{
+			name: "maxUnavailable not a number",
+			do: func(n string) error {
+				p := validMCP(n)
+				v := intstr.FromString("half")
+				p.Spec.MaxUnavailable = &v
+				return env.Client.Create(ctx, p)
+			},
+			want: []string{"spec.maxUnavailable"},
+		},
+		{
+			name: "maxFailedNodes 0",
+			do: func(n string) error {
+				p := validMCP(n)
+				p.Spec.MaxFailedNodes = ptr.To[int32](0)
+				return env.Client.Create(ctx, p)
+			},
+			want: []string{"spec.maxFailedNodes"},
+		},
+		{
+			name: "drainTimeout not a duration",
+			do: func(n string) error {
+				u := &unstructured.Unstructured{Object: map[string]any{
+					"apiVersion": v1alpha1.GroupVersion.String(), "kind": "MachineConfigPool",
+					"metadata": map[string]any{"name": n},
+					"spec":     map[string]any{"drainTimeout": "ten minutes"},
+				}}
+				return env.Client.Create(ctx, u)
+			},
+			want: []string{"spec.drainTimeout"},
+		},
+		{
+			name: "unknown kernelType",
+			do: func(n string) error {
+				return env.Client.Create(ctx, mcUnstructured(n, map[string]any{"kernelType": "rt"}))
+			},
+			want: []string{"spec.kernelType", "Unsupported value"},
+		},
+		{
+			name: "kernel argument with whitespace",
+			do: func(n string) error {
+				return env.Client.Create(ctx, mcUnstructured(n, map[string]any{"kernelArguments": []any{"quiet splash"}}))
+			},
+			want: []string{"spec.kernelArguments[0]"},
+		},
+		{
+			name: "kernel argument with a control character",
+			do: func(n string) error {
+				return env.Client.Create(ctx, mcUnstructured(n, map[string]any{"kernelArguments": []any{"a\x07b"}}))
+			},
+			want: []string{"spec.kernelArguments[0]"},
+		},
+		{
+			name: "Ignition config not an object",
+			do: func(n string) error {
+				return env.Client.Create(ctx, mcUnstructured(n, map[string]any{"config": "ignition: 3.4.0"}))
+			},
+			want: []string{"spec.config", "object"},
+		},
+		{
+			name: "extension with a bad name",
+			do: func(n string) error {
+				return env.Client.Create(ctx, mcUnstructured(n, map[string]any{"extensions": []any{"rm -rf /"}}))
+			},
+			want: []string{"spec.extensions[0]"},
+		},
+	}
+	if len(cases) < 12 {
+		t.Fatalf("only %d rejection cases", len(cases))
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "reject-" + strings.ReplaceAll(strings.ToLower(tc.name), " ", "-")
+			name = strings.NewReplacer("%", "pct", "'", "").Replace(name)
+			if len(name) > 60 {
+				name = name[:60]
+			}
+			name = strings.TrimRight(name, "-") + "-" + string(rune('a'+i%26))
+			err := tc.do(name)
+			if err == nil {
+				t.Fatal("the apiserver accepted it")
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid error, got %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
