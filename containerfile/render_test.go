@@ -169,12 +169,14 @@ func TestHashChangesWithInput(t *testing.T) {
 		Spec: &v1alpha1.MachineConfigSpec{KernelArguments: []string{"a", "b"}}}
 	seen := map[string]string{}
 	for name, mutate := range map[string]func(*Input){
-		"base":        func(*Input) {},
-		"karg order":  func(in *Input) { in.Spec = &v1alpha1.MachineConfigSpec{KernelArguments: []string{"b", "a"}} },
-		"arch":        func(in *Input) { in.Arch = "arm64" },
-		"pool":        func(in *Input) { in.Pool = "infra" },
-		"base image":  func(in *Input) { in.BaseImage = strings.Replace(testBase, "0123", "3210", 1) },
-		"var file":    func(in *Input) { in.Spec = &v1alpha1.MachineConfigSpec{KernelArguments: []string{"a", "b"}, Config: spec(ign35(`"storage":{"files":[{"path":"/var/x"}]}`)).Config} },
+		"base":       func(*Input) {},
+		"karg order": func(in *Input) { in.Spec = &v1alpha1.MachineConfigSpec{KernelArguments: []string{"b", "a"}} },
+		"arch":       func(in *Input) { in.Arch = "arm64" },
+		"pool":       func(in *Input) { in.Pool = "infra" },
+		"base image": func(in *Input) { in.BaseImage = strings.Replace(testBase, "0123", "3210", 1) },
+		"var file": func(in *Input) {
+			in.Spec = &v1alpha1.MachineConfigSpec{KernelArguments: []string{"a", "b"}, Config: spec(ign35(`"storage":{"files":[{"path":"/var/x"}]}`)).Config}
+		},
 		"admin":       func(in *Input) { in.Containerfiles = []v1alpha1.MachineOSContainerfile{{Content: "ENV A=1"}} },
 		"config name": func(in *Input) { in.ConfigName = "rendered-worker-2" },
 	} {
