@@ -412,8 +412,11 @@ func (w *walker) link(l *ign.Link, lp *field.Path, baked, node map[string]bool) 
 	}
 	e := &entry{path: l.Path, typeflag: tar.TypeSymlink, mode: 0o777, uid: uid, gid: gid, target: target, origin: lp.Child("path")}
 	if hard {
-		// A hard link shares its target's inode, and so its owner and mode.
-		e.typeflag, e.mode, e.uid, e.gid = tar.TypeLink, 0, 0, 0
+		// A hard link shares its target's inode. Unpackers apply a hard
+		// link header's mode and owner to that inode, so they must be the
+		// target's, not the link's own.
+		t := w.entries[target]
+		e.typeflag, e.mode, e.uid, e.gid = tar.TypeLink, t.mode, t.uid, t.gid
 	}
 	if ferr := w.add(e); ferr != nil {
 		w.fail(ferr)
