@@ -26,6 +26,7 @@ func main() {
 			fmt.Fprintln(cmd.OutOrStdout(), version.String("stratactl"))
 		},
 	})
+	root.AddCommand(newRenderCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "stratactl:", err)
 		os.Exit(1)
