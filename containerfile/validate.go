@@ -137,7 +137,7 @@ func buildPlan(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path) (*plan, fi
 	// A file edited at build time must not also be a layer entry: the
 	// layer would be unpacked first and the edit would silently change it.
 	for _, e := range p.edits {
-		if old, ok := p.entries[e.path]; ok && old.origin != nil {
+		if old, ok := p.entries[e.path]; ok {
 			errs = append(errs, field.Invalid(old.origin, e.path, "the same path is also a file without contents in storage.files"))
 		}
 	}
@@ -146,7 +146,9 @@ func buildPlan(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path) (*plan, fi
 	}
 	slices.SortFunc(p.edits, func(a, b editOp) int { return strings.Compare(a.path, b.path) })
 	if len(p.kargs) > 0 {
-		p.add(&entry{path: kargsPath, typeflag: tar.TypeReg, mode: 0o644, data: kargsTOML(p.kargs)})
+		if ferr := p.add(&entry{path: kargsPath, typeflag: tar.TypeReg, mode: 0o644, data: kargsTOML(p.kargs), origin: fldPath.Child("kernelArguments")}); ferr != nil {
+			return nil, field.ErrorList{ferr}
+		}
 	}
 	sortNodeItems(p.nodeItems)
 	return p, nil
@@ -175,11 +177,7 @@ func (p *plan) add(e *entry) *field.Error {
 		old.uid == e.uid && old.gid == e.gid && bytes.Equal(old.data, e.data) {
 		return nil
 	}
-	where := "Strata's kernel arguments file"
-	if old.origin != nil {
-		where = old.origin.String()
-	}
-	return field.Invalid(e.origin, e.path, "the same path is also written by "+where)
+	return field.Invalid(e.origin, e.path, "the same path is also written by "+old.origin.String())
 }
 
 func (w *walker) ignitionSection(cfg *ign.Config) {
