@@ -6,11 +6,11 @@ import (
 	"slices"
 	"strings"
 
-	ign "github.com/coreos/ignition/v2/config/v3_5"
 	igntypes "github.com/coreos/ignition/v2/config/v3_5/types"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/containerfile"
 )
 
 // IgnitionVersion is the Ignition spec version of every rendered config:
@@ -31,17 +31,18 @@ func Merge(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec, error)
 	sorted := slices.Clone(configs)
 	slices.SortFunc(sorted, func(a, b v1alpha1.MachineConfig) int { return strings.Compare(a.Name, b.Name) })
 
-	merged := igntypes.Config{Ignition: igntypes.Ignition{Version: IgnitionVersion}}
+	ignConfigs := make([]igntypes.Config, 0, len(sorted)+1)
+	ignConfigs = append(ignConfigs, igntypes.Config{Ignition: igntypes.Ignition{Version: IgnitionVersion}})
 	var out v1alpha1.MachineConfigSpec
 	seenKarg := map[string]bool{}
 	extensions := map[string]bool{}
 	for i := range sorted {
 		mc := &sorted[i]
-		cfg, err := parseIgnition(mc.Spec.Config.Raw)
+		cfg, err := containerfile.ParseIgnition(mc.Spec.Config.Raw)
 		if err != nil {
 			return v1alpha1.MachineConfigSpec{}, fmt.Errorf("MachineConfig %s: spec.config: %w", mc.Name, err)
 		}
-		merged = ign.Merge(merged, cfg)
+		ignConfigs = append(ignConfigs, cfg)
 		for _, karg := range mc.Spec.KernelArguments {
 			if !seenKarg[karg] {
 				seenKarg[karg] = true
@@ -58,6 +59,7 @@ func Merge(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec, error)
 			out.OSImageURL = mc.Spec.OSImageURL
 		}
 	}
+	merged := mergeAll(ignConfigs)
 	merged.Ignition.Version = IgnitionVersion
 	raw, err := json.Marshal(merged)
 	if err != nil {
@@ -72,20 +74,4 @@ func Merge(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec, error)
 		slices.Sort(out.Extensions)
 	}
 	return out, nil
-}
-
-// parseIgnition parses an Ignition config of any version from 3.0 to 3.5
-// and returns it translated to 3.5. An empty config is an empty 3.5 config.
-func parseIgnition(raw []byte) (igntypes.Config, error) {
-	if len(strings.TrimSpace(string(raw))) == 0 || string(raw) == "null" {
-		return igntypes.Config{Ignition: igntypes.Ignition{Version: IgnitionVersion}}, nil
-	}
-	cfg, report, err := ign.ParseCompatibleVersion(raw)
-	if err != nil {
-		if msg := strings.TrimSpace(report.String()); msg != "" {
-			return igntypes.Config{}, fmt.Errorf("%w: %s", err, msg)
-		}
-		return igntypes.Config{}, err
-	}
-	return cfg, nil
 }
