@@ -14,18 +14,25 @@ import (
 // config on every reconcile, so the verdict is kept for the most recent
 // configs, by content. Entries are never mutated: buildPlan only reads the
 // config (it clones before sorting).
-const parseCacheSize = 64
+// The cache holds at most parseCacheSize configs and parseCacheBytes of
+// raw config, so that a few huge configs cannot pin much memory.
+const (
+	parseCacheSize  = 64
+	parseCacheBytes = 32 << 20
+)
 
 type parseResult struct {
-	cfg ign.Config
-	rpt report.Report
-	err error
+	size int
+	cfg  ign.Config
+	rpt  report.Report
+	err  error
 }
 
 type parseCacheT struct {
 	mu    sync.Mutex
 	m     map[[sha256.Size]byte]*parseResult
 	order [][sha256.Size]byte // insertion order, for eviction
+	bytes int
 }
 
 var parseCache = &parseCacheT{m: map[[sha256.Size]byte]*parseResult{}}
@@ -35,6 +42,7 @@ func (c *parseCacheT) reset() {
 	defer c.mu.Unlock()
 	c.m = map[[sha256.Size]byte]*parseResult{}
 	c.order = nil
+	c.bytes = 0
 }
 
 // parseIgnitionCached is parseIgnition, remembered by the sha256 of raw.
@@ -50,13 +58,15 @@ func parseIgnitionCached(raw []byte) (ign.Config, report.Report, error) {
 	cfg, rpt, err := parseIgnition(raw)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[key]; !ok {
-		if len(c.order) >= parseCacheSize {
+	if _, ok := c.m[key]; !ok && len(raw) <= parseCacheBytes {
+		for len(c.order) > 0 && (len(c.order) >= parseCacheSize || c.bytes+len(raw) > parseCacheBytes) {
+			c.bytes -= c.m[c.order[0]].size
 			delete(c.m, c.order[0])
 			c.order = c.order[1:]
 		}
-		c.m[key] = &parseResult{cfg: cfg, rpt: rpt, err: err}
+		c.m[key] = &parseResult{size: len(raw), cfg: cfg, rpt: rpt, err: err}
 		c.order = append(c.order, key)
+		c.bytes += len(raw)
 	}
 	return cfg, rpt, err
 }

@@ -1,6 +1,7 @@
 package containerfile
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -130,5 +131,26 @@ func TestValidateMachineConfigSpec(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestParseCacheIsBounded(t *testing.T) {
+	parseCache.reset()
+	defer parseCache.reset()
+	for i := range parseCacheSize * 2 {
+		raw := []byte(fmt.Sprintf(`{"ignition":{"version":"3.5.0"},"kernelArguments":{"shouldExist":["a%d"]}}`, i))
+		if errs := ValidateMachineConfigSpec(&v1alpha1.MachineConfigSpec{Config: runtime.RawExtension{Raw: raw}}, field.NewPath("spec")); len(errs) > 0 {
+			t.Fatal(errs)
+		}
+	}
+	if n := len(parseCache.m); n != parseCacheSize || len(parseCache.order) != n {
+		t.Errorf("cache holds %d configs (order %d), want %d", n, len(parseCache.order), parseCacheSize)
+	}
+	// A cached verdict is the same verdict.
+	bad := spec(ign35(`"storage":{"files":[{"path":"/proc/x"}]}`))
+	for range 2 {
+		if errs := ValidateMachineConfigSpec(bad, field.NewPath("spec")); len(errs) != 1 {
+			t.Fatalf("errors = %v", errs)
+		}
 	}
 }
