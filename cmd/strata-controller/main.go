@@ -8,23 +8,84 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/strata-dev/strata/controllers/render"
+	"github.com/strata-dev/strata/internal/scheme"
 	"github.com/strata-dev/strata/internal/version"
 )
 
+// namespace is where the controller keeps its lease and reads secrets.
+const namespace = "strata-system"
+
+type options struct {
+	metricsAddr     string
+	probeAddr       string
+	leaderElect     bool
+	renderedHistory int
+}
+
 func main() {
+	var o options
 	cmd := &cobra.Command{
-		Use:           "strata-controller",
-		Short:         "Strata's controller manager: renders, builds and rolls out node OS images",
+		Use:   "strata-controller",
+		Short: "Strata's controller manager: renders, builds and rolls out node OS images",
+		Long: `strata-controller runs Strata's reconcilers against the cluster in
+KUBECONFIG (or the in-cluster config). Implemented: render (MachineConfigs
+and a pool to a rendered MachineConfig). Not yet: image builds and node
+rollout.`,
+		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("no controller is implemented yet")
-		},
+		RunE:          func(*cobra.Command, []string) error { return run(o) },
 	}
+	f := cmd.Flags()
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
+	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
+	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles at a time")
+	f.IntVar(&o.renderedHistory, "rendered-config-history", render.DefaultHistory, "unused rendered MachineConfigs kept per pool")
 	version.Apply(cmd)
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "strata-controller:", err)
 		os.Exit(1)
 	}
+}
+
+func run(o options) error {
+	if o.renderedHistory < 1 {
+		return errors.New("--rendered-config-history must be at least 1")
+	}
+	ctrl.SetLogger(zap.New())
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme.New(),
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "strata-controller.machineconfiguration.strata.dev",
+		LeaderElectionNamespace: namespace,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := (&render.Reconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("strata-render"),
+		History:  o.renderedHistory,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the render controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
 }

@@ -12,12 +12,11 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/scheme"
 )
 
 // Env is a running apiserver with the Strata CRDs.
@@ -46,15 +45,9 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// Scheme knows the built-in kinds and Strata's.
+// Scheme knows the built-in kinds, Strata's and CRDs.
 func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
+	s := scheme.New()
 	if err := apiextensionsv1.AddToScheme(s); err != nil {
 		panic(err)
 	}

@@ -1,0 +1,9 @@
+// Package render reconciles MachineConfigPools: it merges the
+// MachineConfigs a pool selects into one rendered MachineConfig, named
+// rendered-<pool>-<content hash> and owned by the pool, records it in the
+// pool's status, and deletes rendered configs no longer needed.
+//
+// Invalid input never reaches a node: when a selected MachineConfig fails
+// validation the pool reports RenderDegraded, naming the MachineConfig and
+// the field, and keeps its last good configuration.
+package render

@@ -1,0 +1,64 @@
+package render
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+)
+
+// collectGarbage deletes the pool's rendered configs that are neither its
+// current one nor named by any node as current or desired, beyond the
+// newest History of them. Nodes are asked across all pools: a node moved to
+// another pool may still run this pool's config.
+func (r *Reconciler) collectGarbage(ctx context.Context, pool *v1alpha1.MachineConfigPool) error {
+	var owned v1alpha1.MachineConfigList
+	if err := r.Client.List(ctx, &owned, client.MatchingLabels{v1alpha1.PoolLabel: pool.Name}); err != nil {
+		return fmt.Errorf("list rendered configs of pool %s: %w", pool.Name, err)
+	}
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes); err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	inUse := map[string]bool{pool.Status.Configuration.Name: true}
+	for _, n := range nodes.Items {
+		inUse[n.Annotations[v1alpha1.CurrentConfigAnnotation]] = true
+		inUse[n.Annotations[v1alpha1.DesiredConfigAnnotation]] = true
+	}
+
+	var unused []v1alpha1.MachineConfig
+	for _, mc := range owned.Items {
+		if metav1.IsControlledBy(&mc, pool) && !inUse[mc.Name] {
+			unused = append(unused, mc)
+		}
+	}
+	history := r.History
+	if history <= 0 {
+		history = DefaultHistory
+	}
+	if len(unused) <= history {
+		return nil
+	}
+	// Newest first; the name breaks ties of the one-second timestamps so
+	// that every run picks the same ones.
+	slices.SortFunc(unused, func(a, b v1alpha1.MachineConfig) int {
+		if c := b.CreationTimestamp.Compare(a.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	for i := history; i < len(unused); i++ {
+		mc := &unused[i]
+		if err := r.Client.Delete(ctx, mc, client.Preconditions{UID: &mc.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete old rendered config %s: %w", mc.Name, err)
+		}
+	}
+	return nil
+}

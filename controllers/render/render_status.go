@@ -1,0 +1,54 @@
+package render
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/poolstatus"
+)
+
+// setStatus computes the parts of the pool's status this controller owns:
+// the configuration and the RenderDegraded condition (and with it the
+// aggregate Degraded). On a render error the configuration is left as it
+// was: the pool keeps its last good configuration.
+func setStatus(pool *v1alpha1.MachineConfigPool, rendered *v1alpha1.MachineConfig, sources []v1alpha1.MachineConfig, renderErr error) {
+	pool.Status.ObservedGeneration = pool.Generation
+	cond := metav1.Condition{
+		Type:               v1alpha1.PoolRenderDegraded,
+		ObservedGeneration: pool.Generation,
+	}
+	if renderErr != nil {
+		cond.Status = metav1.ConditionTrue
+		cond.Reason = v1alpha1.ReasonInvalidConfig
+		cond.Message = truncate(renderErr.Error(), 32768)
+	} else {
+		cond.Status = metav1.ConditionFalse
+		cond.Reason = v1alpha1.ReasonRendered
+		if len(sources) == 0 {
+			cond.Reason = v1alpha1.ReasonNoConfigSelected
+		}
+		cond.Message = fmt.Sprintf("Rendered %s from %d MachineConfigs", rendered.Name, len(sources))
+		refs := make([]corev1.ObjectReference, len(sources))
+		for i := range sources {
+			refs[i] = corev1.ObjectReference{
+				APIVersion: v1alpha1.GroupVersion.String(),
+				Kind:       "MachineConfig",
+				Name:       sources[i].Name,
+			}
+		}
+		pool.Status.Configuration = v1alpha1.MachineConfigPoolStatusConfiguration{Name: rendered.Name, Source: refs}
+	}
+	meta.SetStatusCondition(&pool.Status.Conditions, cond)
+	poolstatus.SetDegraded(pool)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-len("…")] + "…"
+}
