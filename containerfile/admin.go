@@ -98,6 +98,16 @@ func checkContainerfile(content string, fldPath *field.Path) (needsRun bool, err
 	if err != nil {
 		return false, field.ErrorList{field.Invalid(fldPath, lineOf(err), "Containerfile syntax error: "+err.Error())}
 	}
+	// The content is spliced between Strata's steps and labels, so it
+	// must not change how the lines around it parse.
+	if res.EscapeToken != '\\' {
+		errs = append(errs, field.Invalid(fldPath, "line 1", "the escape parser directive is not supported: the content is part of a larger Containerfile"))
+	}
+	trimmed := strings.TrimRight(content, " \t\r\n")
+	if strings.HasSuffix(trimmed, string(res.EscapeToken)) {
+		errs = append(errs, field.Invalid(fldPath, fmt.Sprintf("line %d", strings.Count(trimmed, "\n")+1),
+			"the last line ends with a line continuation, which would swallow the next instruction"))
+	}
 	for _, n := range res.AST.Children {
 		line := fmt.Sprintf("line %d", n.StartLine)
 		switch strings.ToLower(n.Value) {

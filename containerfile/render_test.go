@@ -44,6 +44,15 @@ func TestRenderRefusesBadInput(t *testing.T) {
 			`spec.containerFile[1].containerfileArch: Duplicate value: "AMD64"`,
 			`spec.containerFile[2].content: Invalid value: "line 1": Containerfile syntax error: unterminated heredoc`,
 		}},
+		{name: "content that would change the lines around it", mutate: func(in *Input) {
+			in.Containerfiles = []v1alpha1.MachineOSContainerfile{
+				{ContainerfileArch: "AMD64", Content: "RUN echo a && \\\n  echo b \\\n\n"},
+				{ContainerfileArch: "NoArch", Content: "# escape=`\nRUN true\n"},
+			}
+		}, want: []string{
+			`spec.containerFile[0].content: Invalid value: "line 2": the last line ends with a line continuation`,
+			`spec.containerFile[1].content: Invalid value: "line 1": the escape parser directive is not supported`,
+		}},
 		{name: "bad names", mutate: func(in *Input) { in.ConfigName = "Bad Name"; in.Pool = "" },
 			want: []string{`configName: Invalid value: "Bad Name"`, `pool: Invalid value: ""`}},
 		{name: "config and containerfile together", mutate: func(in *Input) {
