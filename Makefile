@@ -74,7 +74,36 @@ infra: ## Build and cache the test environment's binaries under .infra/.
 test: infra ## Run unit and envtest integration tests.
 	go test -count=1 ./...
 
+##@ Cluster
+
+# A real one-node cluster on this machine (etcd, kube-apiserver,
+# controller-manager, scheduler, containerd, kubelet, registry on
+# 127.0.0.1:5000); state under .infra/cluster, see hack/cluster/.
+
+.PHONY: cluster-infra
+cluster-infra: ## Build and install the cluster's binaries (Kubernetes, containerd, ...).
+	hack/setup-infra.sh cluster
+
+.PHONY: images
+images: cluster-infra ## Build the local images (pause, busybox, os-base, debian, builder) into the registry.
+	hack/cluster/images.sh
+
+.PHONY: cluster-up
+cluster-up: cluster-infra ## Start the test cluster (idempotent); kubeconfig in .infra/cluster/kubeconfig.
+	hack/cluster/up.sh
+
+.PHONY: cluster-down
+cluster-down: ## Stop the test cluster and undo its host changes (idempotent).
+	hack/cluster/down.sh
+
+.PHONY: test-e2e
+test-e2e: cluster-infra ## Run the e2e suite on the test cluster, then tear it down (always).
+	hack/cluster/e2e.sh
+
 ##@ Tools
+
+.PHONY: tools
+tools: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Install the pinned code generators and linters into bin/.
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(BIN)

@@ -58,7 +58,7 @@ func foldStruct(vals []reflect.Value) reflect.Value {
 		switch kind := r.Kind(); {
 		case util.IsPrimitive(kind):
 			r.Set(vals[len(vals)-1].Field(i))
-		case kind == reflect.Ptr:
+		case kind == reflect.Pointer:
 			var set []reflect.Value
 			for _, v := range vals {
 				if f := v.Field(i); !f.IsNil() {

@@ -9,8 +9,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -18,8 +19,19 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "machineconfiguration.strata.dev", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the Strata kinds with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the Strata kinds to a runtime.Scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion,
+		&MachineConfig{}, &MachineConfigList{},
+		&MachineConfigPool{}, &MachineConfigPoolList{},
+		&MachineOSConfig{}, &MachineOSConfigList{},
+		&MachineOSBuild{}, &MachineOSBuildList{},
+	)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

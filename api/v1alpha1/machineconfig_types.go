@@ -112,7 +112,3 @@ type MachineConfigList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []MachineConfig `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&MachineConfig{}, &MachineConfigList{})
-}

@@ -150,7 +150,3 @@ type MachineConfigPoolList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []MachineConfigPool `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&MachineConfigPool{}, &MachineConfigPoolList{})
-}

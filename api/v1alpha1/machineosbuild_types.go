@@ -168,7 +168,3 @@ type MachineOSBuildList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []MachineOSBuild `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&MachineOSBuild{}, &MachineOSBuildList{})
-}

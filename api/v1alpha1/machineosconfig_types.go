@@ -164,7 +164,3 @@ type MachineOSConfigList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []MachineOSConfig `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&MachineOSConfig{}, &MachineOSConfigList{})
-}
