@@ -94,8 +94,8 @@ envtest() {
 
 cluster() {
 	envtest
-	apt_ensure containerd runc /usr/lib/cni/bridge busybox debootstrap iptables -- \
-		containerd runc containernetworking-plugins busybox-static debootstrap iptables
+	apt_ensure containerd runc /usr/lib/cni/bridge /bin/busybox debootstrap iptables openssl curl -- \
+		containerd runc containernetworking-plugins busybox-static debootstrap iptables openssl curl
 	build_kube kube-controller-manager kube-scheduler kubelet
 }
 

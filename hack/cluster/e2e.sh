@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# e2e.sh is `make test-e2e`: it starts the test cluster (unless it is up),
+# runs the e2e suite against it and always tears it down again, also when
+# a spec fails or the run is interrupted. STRATA_E2E_KEEP_CLUSTER=1 keeps
+# the cluster up afterwards for debugging (make cluster-down stops it).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+cd "$root"
+
+compile_log=$(mktemp "$infra/e2e-compile.XXXXXX")
+compile=""
+teardown() {
+	local rc=$?
+	trap - EXIT INT TERM
+	[[ -n $compile ]] && kill "$compile" 2>/dev/null
+	rm -f "$compile_log"
+	if [[ -n ${STRATA_E2E_KEEP_CLUSTER:-} ]]; then
+		log "keeping the cluster up (STRATA_E2E_KEEP_CLUSTER); make cluster-down stops it"
+	else
+		"$here/down.sh" || rc=1
+	fi
+	exit "$rc"
+}
+trap teardown EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Compile the suite while the cluster starts; the real run reuses the cache.
+go test -tags e2e -count=1 -run '^$' ./e2e/... >"$compile_log" 2>&1 &
+compile=$!
+"$here/up.sh"
+if ! wait "$compile"; then
+	compile=""
+	cat "$compile_log" >&2
+	die "the e2e suite does not compile"
+fi
+compile=""
+
+log "running the e2e suite"
+KUBECONFIG=$state/kubeconfig go test -tags e2e -count=1 -timeout 30m -v ./e2e/... -ginkgo.v
