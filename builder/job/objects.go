@@ -1,0 +1,379 @@
+package job
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	_ "embed" // the build script
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/containerfile"
+)
+
+//go:embed build.sh
+var buildScript string
+
+// BuildScript is the script the build pod runs (see the package comment
+// of the file build.sh for its environment).
+func BuildScript() string { return buildScript }
+
+// LabelMachineOSBuild is on the Job, the ConfigMap and the build pods; its
+// value is LabelValue(build name).
+const LabelMachineOSBuild = "machineconfiguration.strata.dev/machineosbuild"
+
+// MaxContextBytes bounds the gzipped build context in the ConfigMap, which
+// must stay under 1 MiB together with the script and the step map.
+const MaxContextBytes = 900 << 10
+
+// DefaultActiveDeadlineSeconds is the Job's deadline when Config leaves it 0.
+const DefaultActiveDeadlineSeconds = 3600
+
+// Keys of the build ConfigMap.
+const (
+	KeyContext = "context.tar.gz"
+	KeySteps   = "steps"
+	KeyScript  = "build.sh"
+)
+
+// ContainerName is the name of the build container.
+const ContainerName = "build"
+
+// Paths in the build pod.
+const (
+	BuildDir       = "/var/run/strata/build"
+	WorkDir        = "/var/lib/strata-build"
+	BaseSecretDir  = "/var/run/strata/secrets/base-pull"
+	PushSecretDir  = "/var/run/strata/secrets/push"
+	AuthFileName   = "auth.json"
+	volBuild       = "build"
+	volWork        = "work"
+	volBaseSecret  = "base-pull-secret"
+	volPushSecret  = "push-secret"
+	jobNamePrefix  = "build-"
+	maxNameLen     = validation.DNS1123LabelMaxLength
+	hashSuffixLen  = 10
+	dockerCfgJSON  = corev1.DockerConfigJsonKey
+	secretFileMode = int32(0o400)
+)
+
+// Exit codes of the build script. A build that failed for a reason that
+// retrying cannot fix (a Containerfile instruction, refused credentials,
+// undeliverable inputs) exits with ExitCodePermanent, and the Job's pod
+// failure policy fails the Job at once instead of spending its retries.
+const (
+	ExitCodeFailed    = 1
+	ExitCodePermanent = 3
+)
+
+// Placement of build pods, from the controller's configuration (the test
+// cluster needs HostNetwork so the pod reaches the registry on 127.0.0.1).
+type Placement struct {
+	NodeSelector map[string]string           `json:"nodeSelector,omitempty"`
+	Tolerations  []corev1.Toleration         `json:"tolerations,omitempty"`
+	Resources    corev1.ResourceRequirements `json:"resources,omitempty"`
+	HostNetwork  bool                        `json:"hostNetwork,omitempty"`
+}
+
+// Config is the Job builder's configuration, the same for every build.
+type Config struct {
+	// Namespace is where Jobs, ConfigMaps and the Secrets live
+	// ("strata-system").
+	Namespace string
+	// BuilderImage is the image with bash and buildah the build pod runs.
+	BuilderImage string
+	// Placement of the build pods.
+	Placement Placement
+	// BackoffLimit is how often a failed build pod is retried.
+	BackoffLimit int32
+	// ActiveDeadlineSeconds bounds a build; 0 means
+	// DefaultActiveDeadlineSeconds.
+	ActiveDeadlineSeconds int64
+	// InsecureRegistries are the registries (host[:port]) reached without
+	// TLS verification.
+	InsecureRegistries []string
+}
+
+// Request is one build.
+type Request struct {
+	// Build owns the Job and ConfigMap; their names derive from its name.
+	Build *v1alpha1.MachineOSBuild
+	// Result is the rendered build: Containerfile and context files.
+	Result *containerfile.Result
+	// BaseImagePullSecret names a kubernetes.io/dockerconfigjson Secret in
+	// Config.Namespace used to pull the base image; "" pulls anonymously.
+	BaseImagePullSecret string
+	// PushSecret names a kubernetes.io/dockerconfigjson Secret in
+	// Config.Namespace used to push; "" pushes anonymously.
+	PushSecret string
+	// PushSpec is the registry/repository:tag the image is pushed to.
+	PushSpec string
+}
+
+// JobName is the name of the Job (and ConfigMap) of a build: a DNS label
+// of at most 63 characters, the same for the same build name, different
+// for different ones. Long names, and names that are not DNS labels
+// (MachineOSBuild names may contain dots), are shortened and suffixed
+// with a hash of the whole name.
+func JobName(build string) string {
+	return shorten(jobNamePrefix+build, build, true)
+}
+
+// LabelValue is the value of LabelMachineOSBuild for a build: its name when
+// that is a valid label value, else a shortened name with a hash suffix.
+func LabelValue(build string) string {
+	return shorten(build, build, false)
+}
+
+// PodLabels selects the pods of a build's Job (they carry it from the
+// Job's pod template).
+func PodLabels(build string) map[string]string {
+	return map[string]string{LabelMachineOSBuild: LabelValue(build)}
+}
+
+// shorten returns s if it is valid (a DNS label, or a label value), else
+// a valid prefix of it with a hash of key.
+func shorten(s, key string, dnsLabel bool) string {
+	valid := func(v string) bool {
+		if dnsLabel {
+			return len(validation.IsDNS1123Label(v)) == 0
+		}
+		return len(validation.IsValidLabelValue(v)) == 0
+	}
+	if valid(s) {
+		return s
+	}
+	sum := sha256.Sum256([]byte(key))
+	suffix := hex.EncodeToString(sum[:])[:hashSuffixLen]
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	head := b.String()
+	if n := maxNameLen - 1 - hashSuffixLen; len(head) > n {
+		head = head[:n]
+	}
+	head = strings.Trim(head, "-")
+	if head == "" {
+		return "b" + suffix
+	}
+	return head + "-" + suffix
+}
+
+// Objects returns the ConfigMap that carries the build context and the
+// Job that builds it. Both are named JobName(build), live in
+// cfg.Namespace, carry LabelMachineOSBuild and a controller owner
+// reference to the build. It fails when the request is incomplete or the
+// gzipped context exceeds MaxContextBytes.
+func Objects(cfg Config, req Request) (*corev1.ConfigMap, *batchv1.Job, error) {
+	if err := check(cfg, req); err != nil {
+		return nil, nil, err
+	}
+	var ctx bytes.Buffer
+	// Gzip's header has no name and a zero time, so the same build gives
+	// the same ConfigMap.
+	zw, err := gzip.NewWriterLevel(&ctx, gzip.BestCompression)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := req.Result.WriteTar(zw); err != nil {
+		return nil, nil, fmt.Errorf("write build context: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, nil, fmt.Errorf("compress build context: %w", err)
+	}
+	if ctx.Len() > MaxContextBytes {
+		return nil, nil, fmt.Errorf("build context of MachineOSBuild %s is %d bytes gzipped, more than the %d a ConfigMap can carry: shrink the files and Containerfile content of the configuration",
+			req.Build.Name, ctx.Len(), MaxContextBytes)
+	}
+	steps, err := StepMap(req.Result.Containerfile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("map Containerfile steps to lines: %w", err)
+	}
+
+	name := JobName(req.Build.Name)
+	labels := map[string]string{LabelMachineOSBuild: LabelValue(req.Build.Name)}
+	owner := metav1.NewControllerRef(req.Build, v1alpha1.GroupVersion.WithKind("MachineOSBuild"))
+	meta := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       cfg.Namespace,
+			Labels:          copyMap(labels),
+			OwnerReferences: []metav1.OwnerReference{*owner.DeepCopy()},
+		}
+	}
+
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: meta(),
+		Data: map[string]string{
+			KeyScript: buildScript,
+			KeySteps:  steps,
+		},
+		BinaryData: map[string][]byte{KeyContext: ctx.Bytes()},
+		Immutable:  ptr.To(true),
+	}
+
+	deadline := cfg.ActiveDeadlineSeconds
+	if deadline <= 0 {
+		deadline = DefaultActiveDeadlineSeconds
+	}
+	job := &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: meta(),
+		Spec: batchv1.JobSpec{
+			BackoffLimit:          ptr.To(cfg.BackoffLimit),
+			ActiveDeadlineSeconds: ptr.To(deadline),
+			Completions:           ptr.To(int32(1)),
+			Parallelism:           ptr.To(int32(1)),
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+				{
+					// Retrying a build that failed for good only delays
+					// the report.
+					Action: batchv1.PodFailurePolicyActionFailJob,
+					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+						ContainerName: ptr.To(ContainerName),
+						Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
+						Values:        []int32{ExitCodePermanent},
+					},
+				},
+				{
+					// A pod evicted or preempted did not fail the build.
+					Action: batchv1.PodFailurePolicyActionIgnore,
+					OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{
+						{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue},
+					},
+				},
+			}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: copyMap(labels)},
+				Spec:       podSpec(cfg, req, name),
+			},
+		},
+	}
+	return cm, job, nil
+}
+
+func check(cfg Config, req Request) error {
+	var errs []error
+	if cfg.Namespace == "" {
+		errs = append(errs, errors.New("no namespace configured for build Jobs"))
+	}
+	if cfg.BuilderImage == "" {
+		errs = append(errs, errors.New("no builder image configured"))
+	}
+	if cfg.BackoffLimit < 0 {
+		errs = append(errs, fmt.Errorf("backoff limit %d is negative", cfg.BackoffLimit))
+	}
+	if req.Build == nil || req.Build.Name == "" || req.Build.UID == "" {
+		errs = append(errs, errors.New("the request needs a MachineOSBuild with a name and a UID"))
+	}
+	if req.Result == nil || len(req.Result.Containerfile) == 0 {
+		errs = append(errs, errors.New("the request has no rendered Containerfile"))
+	}
+	if req.PushSpec == "" {
+		errs = append(errs, errors.New("the request has no push spec"))
+	}
+	for _, s := range []struct{ what, name string }{{"base image pull secret", req.BaseImagePullSecret}, {"push secret", req.PushSecret}} {
+		if s.name != "" && len(validation.IsDNS1123Subdomain(s.name)) > 0 {
+			errs = append(errs, fmt.Errorf("%s name %q is not a valid Secret name", s.what, s.name))
+		}
+	}
+	for _, r := range cfg.InsecureRegistries {
+		if r == "" || strings.ContainsAny(r, "/\" \t\n,") {
+			errs = append(errs, fmt.Errorf("insecure registry %q is not a host[:port]", r))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func podSpec(cfg Config, req Request, name string) corev1.PodSpec {
+	env := []corev1.EnvVar{
+		{Name: "STRATA_CONTEXT_ARCHIVE", Value: BuildDir + "/" + KeyContext},
+		{Name: "STRATA_STEPS", Value: BuildDir + "/" + KeySteps},
+		{Name: "STRATA_WORKDIR", Value: WorkDir},
+		{Name: "STRATA_PUSH_SPEC", Value: req.PushSpec},
+		{Name: "STRATA_INSECURE_REGISTRIES", Value: strings.Join(cfg.InsecureRegistries, ",")},
+		{Name: "STRATA_STORAGE_DRIVER", Value: "vfs"},
+		{Name: "STRATA_TERMINATION_LOG", Value: corev1.TerminationMessagePathDefault},
+		{Name: "TMPDIR", Value: WorkDir + "/tmp"},
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: volBuild, MountPath: BuildDir, ReadOnly: true},
+		{Name: volWork, MountPath: WorkDir},
+	}
+	volumes := []corev1.Volume{
+		{Name: volBuild, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name},
+			DefaultMode:          ptr.To(int32(0o444)),
+		}}},
+		{Name: volWork, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	addSecret := func(secret, vol, dir, envName string) {
+		if secret == "" {
+			return
+		}
+		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  secret,
+			Items:       []corev1.KeyToPath{{Key: dockerCfgJSON, Path: AuthFileName}},
+			DefaultMode: ptr.To(secretFileMode),
+		}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: dir, ReadOnly: true})
+		env = append(env, corev1.EnvVar{Name: envName, Value: dir + "/" + AuthFileName})
+	}
+	addSecret(req.BaseImagePullSecret, volBaseSecret, BaseSecretDir, "STRATA_BASE_AUTHFILE")
+	addSecret(req.PushSecret, volPushSecret, PushSecretDir, "STRATA_PUSH_AUTHFILE")
+
+	p := cfg.Placement
+	spec := corev1.PodSpec{
+		RestartPolicy:                corev1.RestartPolicyNever,
+		AutomountServiceAccountToken: ptr.To(false),
+		EnableServiceLinks:           ptr.To(false),
+		HostNetwork:                  p.HostNetwork,
+		NodeSelector:                 copyMap(p.NodeSelector),
+		Tolerations:                  append([]corev1.Toleration(nil), p.Tolerations...),
+		Volumes:                      volumes,
+		Containers: []corev1.Container{{
+			Name:                     ContainerName,
+			Image:                    cfg.BuilderImage,
+			ImagePullPolicy:          corev1.PullIfNotPresent,
+			Command:                  []string{"/bin/bash", BuildDir + "/" + KeyScript},
+			Env:                      env,
+			VolumeMounts:             mounts,
+			Resources:                *p.Resources.DeepCopy(),
+			TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			// See the package comment: buildah needs it.
+			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+		}},
+	}
+	if p.HostNetwork {
+		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+	}
+	return spec
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

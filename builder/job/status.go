@@ -1,0 +1,285 @@
+package job
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+)
+
+// Phase is where a build stands.
+type Phase string
+
+// Phases of a build.
+const (
+	PhasePending   Phase = "Pending"
+	PhaseRunning   Phase = "Running"
+	PhaseSucceeded Phase = "Succeeded"
+	PhaseFailed    Phase = "Failed"
+)
+
+// Status is a build's state as its Job and pods show it.
+type Status struct {
+	Phase Phase
+	// Digest is "sha256:<64 hex>" of the pushed image, when Succeeded.
+	Digest string
+	// Failure says what failed, when Failed.
+	Failure *v1alpha1.BuildFailure
+	// StartTime is when the Job started.
+	StartTime *metav1.Time
+}
+
+// TerminationMessage is what the build script writes to the container's
+// termination message: Digest on success; Step, Message and LogTail on
+// failure.
+type TerminationMessage struct {
+	Digest  string             `json:"digest,omitempty"`
+	Step    v1alpha1.BuildStep `json:"step,omitempty"`
+	Message string             `json:"message,omitempty"`
+	LogTail string             `json:"logTail,omitempty"`
+}
+
+var digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+
+// Bounds of the BuildFailure fields (the API's validation).
+const (
+	maxMessage = 4096
+	maxLogTail = 16384
+)
+
+// Interpret derives a build's status from its Job and the Job's pods
+// (those with PodLabels). A nil Job is Pending.
+func Interpret(job *batchv1.Job, pods []corev1.Pod) Status {
+	if job == nil {
+		return Status{Phase: PhasePending}
+	}
+	st := Status{StartTime: job.Status.StartTime}
+
+	// A pod that succeeded and reported a digest is a pushed image, even
+	// before the Job controller marks the Job complete.
+	var succeeded *corev1.Pod
+	for i := range pods {
+		if pods[i].Status.Phase == corev1.PodSucceeded && (succeeded == nil || newer(&pods[i], succeeded)) {
+			succeeded = &pods[i]
+		}
+	}
+	if succeeded != nil {
+		msg, term := termination(succeeded)
+		var tm TerminationMessage
+		if term != nil && json.Unmarshal([]byte(msg), &tm) == nil && digestRE.MatchString(tm.Digest) {
+			st.Phase, st.Digest = PhaseSucceeded, tm.Digest
+			return st
+		}
+		st.Phase = PhaseFailed
+		st.Failure = bound(&v1alpha1.BuildFailure{
+			Step:    v1alpha1.BuildStepUnknown,
+			Message: fmt.Sprintf("build pod %s succeeded but did not report the pushed image's digest in its termination message", succeeded.Name),
+			LogTail: tailOf(msg, tm),
+		})
+		return st
+	}
+
+	if c := jobCondition(job, batchv1.JobComplete); c != nil {
+		st.Phase = PhaseFailed
+		st.Failure = &v1alpha1.BuildFailure{
+			Step:    v1alpha1.BuildStepUnknown,
+			Message: fmt.Sprintf("Job %s completed but no succeeded build pod reports the pushed image's digest", job.Name),
+		}
+		return st
+	}
+
+	failedCond := jobCondition(job, batchv1.JobFailed)
+	if failedCond == nil {
+		failedCond = jobCondition(job, batchv1.JobFailureTarget)
+	}
+	if failedCond != nil {
+		st.Phase = PhaseFailed
+		st.Failure = jobFailure(job, failedCond, newestFailed(pods))
+		return st
+	}
+
+	st.Phase = PhasePending
+	for i := range pods {
+		switch pods[i].Status.Phase {
+		case corev1.PodRunning, corev1.PodFailed:
+			// A failed pod that the Job retries still means the build
+			// has started.
+			st.Phase = PhaseRunning
+		}
+	}
+	return st
+}
+
+// jobFailure explains a failed Job by its condition and its newest failed
+// pod.
+func jobFailure(job *batchv1.Job, cond *batchv1.JobCondition, pod *corev1.Pod) *v1alpha1.BuildFailure {
+	var why string
+	switch cond.Reason {
+	case batchv1.JobReasonDeadlineExceeded:
+		d := int64(0)
+		if job.Spec.ActiveDeadlineSeconds != nil {
+			d = *job.Spec.ActiveDeadlineSeconds
+		}
+		why = fmt.Sprintf("the build ran longer than its deadline of %d seconds and was stopped", d)
+	case batchv1.JobReasonBackoffLimitExceeded:
+		n := int32(0)
+		if job.Spec.BackoffLimit != nil {
+			n = *job.Spec.BackoffLimit
+		}
+		why = fmt.Sprintf("the build failed %d time(s), more than its retry limit of %d", job.Status.Failed, n)
+	case batchv1.JobReasonPodFailurePolicy:
+		why = "" // the build failed for a reason retrying cannot fix: the pod says which
+	default:
+		why = strings.TrimSpace(fmt.Sprintf("Job %s failed: %s %s", job.Name, cond.Reason, cond.Message))
+	}
+
+	f := podFailure(pod)
+	if f == nil {
+		if why == "" {
+			why = fmt.Sprintf("Job %s failed: %s %s", job.Name, cond.Reason, cond.Message)
+		}
+		return bound(&v1alpha1.BuildFailure{Step: v1alpha1.BuildStepUnknown, Message: why})
+	}
+	if why != "" {
+		if cond.Reason == batchv1.JobReasonDeadlineExceeded && f.Step == v1alpha1.BuildStepUnknown {
+			f.Message = why + " (" + f.Message + ")"
+		} else {
+			f.Message += " (" + why + ")"
+		}
+	}
+	return bound(f)
+}
+
+// podFailure reads a failed pod's termination message; nil without a pod.
+func podFailure(pod *corev1.Pod) *v1alpha1.BuildFailure {
+	if pod == nil {
+		return nil
+	}
+	msg, term := termination(pod)
+	var tm TerminationMessage
+	if term == nil {
+		reason := pod.Status.Reason
+		if reason == "" {
+			reason = "no container status"
+		}
+		return &v1alpha1.BuildFailure{
+			Step:    v1alpha1.BuildStepUnknown,
+			Message: fmt.Sprintf("build pod %s failed before its build container ended (%s) %s", pod.Name, reason, pod.Status.Message),
+		}
+	}
+	if json.Unmarshal([]byte(msg), &tm) == nil && tm.Step != "" && tm.Message != "" && knownStep(tm.Step) {
+		return &v1alpha1.BuildFailure{Step: tm.Step, Message: tm.Message, LogTail: tm.LogTail}
+	}
+	// No report of ours: the kubelet put the log's tail there
+	// (FallbackToLogsOnError), or nothing.
+	return &v1alpha1.BuildFailure{
+		Step: v1alpha1.BuildStepUnknown,
+		Message: fmt.Sprintf("build container of pod %s ended with exit code %d (%s) without saying what failed; see the log tail",
+			pod.Name, term.ExitCode, orDefault(term.Reason, "Error")),
+		LogTail: msg,
+	}
+}
+
+func knownStep(s v1alpha1.BuildStep) bool {
+	switch s {
+	case v1alpha1.BuildStepPrepare, v1alpha1.BuildStepPullBase, v1alpha1.BuildStepAuth,
+		v1alpha1.BuildStepBuild, v1alpha1.BuildStepPush, v1alpha1.BuildStepUnknown:
+		return true
+	}
+	return false
+}
+
+// termination returns the build container's termination message and
+// state; a nil state when it has not terminated.
+func termination(pod *corev1.Pod) (string, *corev1.ContainerStateTerminated) {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != ContainerName {
+			continue
+		}
+		if t := cs.State.Terminated; t != nil {
+			return t.Message, t
+		}
+		if t := cs.LastTerminationState.Terminated; t != nil {
+			return t.Message, t
+		}
+	}
+	return "", nil
+}
+
+func tailOf(msg string, tm TerminationMessage) string {
+	if tm.LogTail != "" {
+		return tm.LogTail
+	}
+	if tm.Digest == "" && tm.Step == "" {
+		return msg
+	}
+	return ""
+}
+
+func newestFailed(pods []corev1.Pod) *corev1.Pod {
+	var out *corev1.Pod
+	for i := range pods {
+		if pods[i].Status.Phase == corev1.PodFailed && (out == nil || newer(&pods[i], out)) {
+			out = &pods[i]
+		}
+	}
+	return out
+}
+
+// newer says whether a is newer than b: by when its container ended, then
+// by creation, then by name for a stable answer.
+func newer(a, b *corev1.Pod) bool {
+	ta, tb := endTime(a), endTime(b)
+	if !ta.Equal(&tb) {
+		return tb.Before(&ta)
+	}
+	ca, cb := a.CreationTimestamp, b.CreationTimestamp
+	if !ca.Equal(&cb) {
+		return cb.Before(&ca)
+	}
+	return a.Name > b.Name
+}
+
+func endTime(p *corev1.Pod) metav1.Time {
+	if _, t := termination(p); t != nil {
+		return t.FinishedAt
+	}
+	return metav1.Time{}
+}
+
+func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range job.Status.Conditions {
+		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+// bound keeps a failure within the API's limits, keeping the end of the
+// log, which says the most.
+func bound(f *v1alpha1.BuildFailure) *v1alpha1.BuildFailure {
+	if len(f.Message) > maxMessage {
+		f.Message = f.Message[:maxMessage-3] + "..."
+	}
+	if len(f.LogTail) > maxLogTail {
+		f.LogTail = f.LogTail[len(f.LogTail)-maxLogTail:]
+	}
+	if f.Message == "" {
+		f.Message = "the build failed without saying why"
+	}
+	return f
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
