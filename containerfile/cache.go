@@ -17,7 +17,7 @@ import (
 // The cache holds at most parseCacheSize configs and parseCacheBytes of
 // raw config, so that a few huge configs cannot pin much memory.
 const (
-	parseCacheSize  = 64
+	parseCacheSize  = 4096 // above the MachineConfigs a large cluster has
 	parseCacheBytes = 32 << 20
 )
 

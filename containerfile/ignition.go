@@ -19,8 +19,12 @@ import (
 // config: a MachineConfig may carry only kernel arguments or extensions.
 // The error carries Ignition's own report, which names the JSON path, line
 // and column of each problem.
+//
+// Results are remembered by content (see cache.go): controllers parse the
+// same configs on every reconcile. The returned config is shared and must
+// not be modified.
 func ParseIgnition(raw []byte) (ign.Config, error) {
-	cfg, rpt, err := parseIgnition(raw)
+	cfg, rpt, err := parseIgnitionCached(raw)
 	if err != nil {
 		return ign.Config{}, ignitionError(err, rpt)
 	}

@@ -139,28 +139,30 @@ func foldKeyedLists(t reflect.Type, vals []reflect.Value, result reflect.Value, 
 		}
 		lists[j] = &keyedList{name: name, handle: handle, current: map[string]*keyedEntry{}}
 	}
-	for vi, v := range vals {
-		// Which list of each handle holds each key in this value: a key
-		// that moves to another list leaves the one it was in.
-		var holder map[handleKey]int
-		if vi > 0 {
-			holder = map[handleKey]int{}
-			for j, i := range fields {
-				f := v.Field(i)
-				for k := 0; k < f.Len(); k++ {
-					holder[handleKey{lists[j].handle, util.CallKey(f.Index(k))}] = j
+	// siblings[j] are the other lists sharing list j's handle: a key that
+	// a later value puts in list j leaves them.
+	siblings := make([][]*keyedList, len(lists))
+	for j, l := range lists {
+		for k, other := range lists {
+			if k != j && other.handle == l.handle {
+				siblings[j] = append(siblings[j], other)
+			}
+		}
+	}
+	for _, v := range vals {
+		for j := range lists {
+			f := v.Field(fields[j])
+			for k := 0; k < f.Len(); k++ {
+				key := util.CallKey(f.Index(k))
+				for _, other := range siblings[j] {
+					if e, ok := other.current[key]; ok {
+						e.removed = true
+						delete(other.current, key)
+					}
 				}
 			}
 		}
 		for j, l := range lists {
-			if vi > 0 {
-				for key, e := range l.current {
-					if h, ok := holder[handleKey{l.handle, key}]; ok && h != j {
-						e.removed = true
-						delete(l.current, key)
-					}
-				}
-			}
 			f := v.Field(fields[j])
 			for k := 0; k < f.Len(); k++ {
 				item := f.Index(k)

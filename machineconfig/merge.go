@@ -28,6 +28,13 @@ const IgnitionVersion = "3.5.0"
 // The result's Ignition config is canonical JSON at IgnitionVersion, so equal
 // content gives equal bytes (and an equal Hash).
 func Merge(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec, error) {
+	spec, _, err := MergeIgnition(configs)
+	return spec, err
+}
+
+// MergeIgnition is Merge that also returns the merged Ignition config, so
+// that callers can check it without parsing the JSON again.
+func MergeIgnition(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec, igntypes.Config, error) {
 	sorted := slices.Clone(configs)
 	slices.SortFunc(sorted, func(a, b v1alpha1.MachineConfig) int { return strings.Compare(a.Name, b.Name) })
 
@@ -40,7 +47,7 @@ func Merge(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec, error)
 		mc := &sorted[i]
 		cfg, err := containerfile.ParseIgnition(mc.Spec.Config.Raw)
 		if err != nil {
-			return v1alpha1.MachineConfigSpec{}, fmt.Errorf("MachineConfig %s: spec.config: %w", mc.Name, err)
+			return v1alpha1.MachineConfigSpec{}, igntypes.Config{}, fmt.Errorf("MachineConfig %s: spec.config: %w", mc.Name, err)
 		}
 		ignConfigs = append(ignConfigs, cfg)
 		for _, karg := range mc.Spec.KernelArguments {
@@ -63,7 +70,7 @@ func Merge(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec, error)
 	merged.Ignition.Version = IgnitionVersion
 	raw, err := json.Marshal(merged)
 	if err != nil {
-		return v1alpha1.MachineConfigSpec{}, fmt.Errorf("encode merged Ignition config: %w", err)
+		return v1alpha1.MachineConfigSpec{}, igntypes.Config{}, fmt.Errorf("encode merged Ignition config: %w", err)
 	}
 	out.Config = runtime.RawExtension{Raw: raw}
 	if len(extensions) > 0 {
@@ -73,5 +80,5 @@ func Merge(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec, error)
 		}
 		slices.Sort(out.Extensions)
 	}
-	return out, nil
+	return out, merged, nil
 }

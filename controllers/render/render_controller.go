@@ -200,14 +200,13 @@ func Render(pool string, sources []v1alpha1.MachineConfig) (name string, spec v1
 	if err := validateSources(sources); err != nil {
 		return "", spec, err
 	}
-	spec, err = machineconfig.Merge(sources)
+	spec, merged, err := machineconfig.MergeIgnition(sources)
 	if err != nil {
 		return "", spec, &inputError{msg: err.Error()}
 	}
 	// Each source is valid alone; their merge must be too (two configs may
-	// disagree, e.g. a file in one and a directory at the same path in
-	// another).
-	if errs := containerfile.ValidateMachineConfigSpec(&spec, field.NewPath("spec")); len(errs) > 0 {
+	// disagree, e.g. a link in one and a file under it in another).
+	if errs := containerfile.ValidateMergedSpec(&spec, merged, field.NewPath("spec")); len(errs) > 0 {
 		return "", spec, &inputError{msg: fmt.Sprintf("merged MachineConfigs %s: %s", sourceNames(sources), errs.ToAggregate().Error())}
 	}
 	hash, err := machineconfig.Hash(spec)
