@@ -11,6 +11,7 @@ require (
 	github.com/onsi/gomega v1.39.0
 	github.com/spf13/cobra v1.10.2
 	github.com/vincent-petithory/dataurl v1.0.0
+	golang.org/x/crypto v0.57.0
 	k8s.io/api v0.37.0
 	k8s.io/apiextensions-apiserver v0.37.0
 	k8s.io/apimachinery v0.37.0

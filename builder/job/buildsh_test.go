@@ -1,0 +1,535 @@
+package job
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"golang.org/x/crypto/bcrypt"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/containerfile"
+)
+
+const (
+	regUser = "strata"
+	regPass = "s3cret-Passw0rd"
+)
+
+// testRegistry is a distribution registry on 127.0.0.1 with htpasswd auth.
+type testRegistry struct {
+	host string // 127.0.0.1:port
+	auth authn.Authenticator
+}
+
+// TestBuildScript runs build.sh for real, as the build pod would: buildah
+// against a real registry with authentication, the pod's files laid out
+// from the objects Objects returns.
+func TestBuildScript(t *testing.T) {
+	for _, bin := range []string{"buildah", "bash", "tar", "gzip"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s is not installed: the build script test needs it (apt-get install -y buildah)", bin)
+		}
+	}
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		t.Fatalf("/bin/busybox is missing: the test builds its base image from it (apt-get install -y busybox-static): %v", err)
+	}
+	keepBuildahCache(t)
+	reg := startRegistry(t)
+	base := pushBusybox(t, reg)
+	secrets := map[string][]byte{
+		"base-pull": dockerConfig(reg.host, regUser, regPass),
+		"push":      dockerConfig(reg.host, regUser, regPass),
+		"bad-push":  dockerConfig(reg.host, regUser, "wrong-password"),
+	}
+	cfg := Config{
+		Namespace:          "strata-system",
+		BuilderImage:       "strata-builder:test",
+		BackoffLimit:       1,
+		InsecureRegistries: []string{reg.host},
+	}
+
+	t.Run("Succeeds", func(t *testing.T) {
+		res := render(t, base, "RUN test -f /etc/motd && echo built > /etc/strata-built\n")
+		pushSpec := reg.host + "/test/built:ok"
+		tm, out := runBuild(t, cfg, Request{Build: build("worker-ok"), Result: res,
+			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: pushSpec}, secrets)
+		if tm.Digest == "" {
+			t.Fatalf("no digest reported: %+v\n%s", tm, out)
+		}
+		ref, err := name.ParseReference(pushSpec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := remote.Image(ref, remote.WithAuth(reg.auth))
+		if err != nil {
+			t.Fatalf("pushed image: %v", err)
+		}
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.String() != tm.Digest {
+			t.Errorf("reported digest %s, registry has %s", tm.Digest, d)
+		}
+		files := imageFiles(t, img)
+		if got := files["etc/motd"]; got != "Welcome to Strata\n" {
+			t.Errorf("etc/motd in the image = %q, want the rendered file", got)
+		}
+		if got := files["etc/strata-built"]; got != "built\n" {
+			t.Errorf("etc/strata-built in the image = %q, want the RUN step's output", got)
+		}
+		for _, s := range secrets {
+			if strings.Contains(out, string(s)) || strings.Contains(out, regPass) {
+				t.Errorf("the build log shows registry credentials:\n%s", out)
+			}
+		}
+	})
+
+	t.Run("FailingRunReportsItsLine", func(t *testing.T) {
+		res := render(t, base, "RUN echo before\nRUN false\n")
+		line := lineOf(t, res.Containerfile, "RUN false")
+		tm, out := runBuild(t, cfg, Request{Build: build("worker-run-false"), Result: res,
+			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.host + "/test/built:fail"}, secrets)
+		if tm.Step != v1alpha1.BuildStepBuild {
+			t.Fatalf("step = %q, want Build: %+v\n%s", tm.Step, tm, out)
+		}
+		want := fmt.Sprintf("Containerfile line %d: RUN false: ", line)
+		if !strings.HasPrefix(tm.Message, want) || !strings.Contains(tm.Message, "exit status 1") {
+			t.Errorf("message = %q, want it to start with %q and name the exit status", tm.Message, want)
+		}
+		if !strings.Contains(tm.LogTail, "STEP") {
+			t.Errorf("log tail does not show buildah's steps: %q", tm.LogTail)
+		}
+	})
+
+	t.Run("WrongPushCredentialsIsAuth", func(t *testing.T) {
+		res := render(t, base, "")
+		tm, out := runBuild(t, cfg, Request{Build: build("worker-bad-push"), Result: res,
+			BaseImagePullSecret: "base-pull", PushSecret: "bad-push", PushSpec: reg.host + "/test/built:auth"}, secrets)
+		if tm.Step != v1alpha1.BuildStepAuth || !strings.Contains(tm.Message, "push") {
+			t.Fatalf("report = %+v, want step Auth naming the push\n%s", tm, out)
+		}
+	})
+
+	t.Run("AnonymousPullOfProtectedBaseIsAuth", func(t *testing.T) {
+		res := render(t, base, "")
+		tm, out := runBuild(t, cfg, Request{Build: build("worker-anon"), Result: res,
+			PushSecret: "push", PushSpec: reg.host + "/test/built:anon"}, secrets)
+		if tm.Step != v1alpha1.BuildStepAuth {
+			t.Fatalf("report = %+v, want step Auth\n%s", tm, out)
+		}
+	})
+
+	t.Run("MissingBaseIsPullBase", func(t *testing.T) {
+		missing := reg.host + "/test/nonexistent@sha256:" + strings.Repeat("ab", 32)
+		res := render(t, missing, "")
+		tm, out := runBuild(t, cfg, Request{Build: build("worker-no-base"), Result: res,
+			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.host + "/test/built:nobase"}, secrets)
+		if tm.Step != v1alpha1.BuildStepPullBase || !strings.Contains(tm.Message, "test/nonexistent") {
+			t.Fatalf("report = %+v, want step PullBase naming the image\n%s", tm, out)
+		}
+	})
+}
+
+// runBuild lays out what the build pod of Objects(cfg, req) sees, runs
+// build.sh with the container's environment (its paths moved into a
+// temporary directory) and returns the termination message and output.
+func runBuild(t *testing.T, cfg Config, req Request, secrets map[string][]byte) (TerminationMessage, string) {
+	t.Helper()
+	cm, job, err := Objects(cfg, req)
+	if err != nil {
+		t.Fatalf("Objects: %v", err)
+	}
+	root := t.TempDir()
+	moved := func(p string) string { return filepath.Join(root, filepath.FromSlash(p)) }
+	spec := job.Spec.Template.Spec
+	c := spec.Containers[0]
+	for _, m := range c.VolumeMounts {
+		dir := moved(m.MountPath)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range spec.Volumes {
+			if v.Name != m.Name {
+				continue
+			}
+			switch {
+			case v.ConfigMap != nil:
+				for k, s := range cm.Data {
+					writeFile(t, filepath.Join(dir, k), []byte(s))
+				}
+				for k, b := range cm.BinaryData {
+					writeFile(t, filepath.Join(dir, k), b)
+				}
+			case v.Secret != nil:
+				data, ok := secrets[v.Secret.SecretName]
+				if !ok {
+					t.Fatalf("no test Secret %q", v.Secret.SecretName)
+				}
+				for _, it := range v.Secret.Items {
+					if it.Key != corev1.DockerConfigJsonKey {
+						t.Fatalf("Secret item %q, want %q", it.Key, corev1.DockerConfigJsonKey)
+					}
+					writeFile(t, filepath.Join(dir, it.Path), data)
+				}
+			}
+		}
+	}
+	termLog := filepath.Join(root, "termination-log")
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + root}
+	for _, e := range c.Env {
+		v := e.Value
+		if strings.HasPrefix(v, "/") {
+			v = moved(v)
+		}
+		if e.Name == "STRATA_TERMINATION_LOG" {
+			v = termLog
+		}
+		env = append(env, e.Name+"="+v)
+	}
+	args := append([]string(nil), c.Command[1:]...)
+	args[0] = moved(args[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.Command[0], args...)
+	cmd.Env = env
+	cmd.Dir = root
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	runErr := cmd.Run()
+	msg, err := os.ReadFile(termLog)
+	if err != nil {
+		t.Fatalf("build.sh wrote no termination message (%v): %v\n%s", runErr, err, out.String())
+	}
+	if len(msg) >= 4096 {
+		t.Errorf("termination message is %d bytes, over the kubelet's 4096", len(msg))
+	}
+	var tm TerminationMessage
+	if err := json.Unmarshal(msg, &tm); err != nil {
+		t.Fatalf("termination message is not JSON: %v: %q", err, msg)
+	}
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(runErr, &ee) {
+		code = ee.ExitCode()
+	} else if runErr != nil {
+		t.Fatalf("run build.sh: %v", runErr)
+	}
+	switch {
+	case tm.Digest != "" && code != 0:
+		t.Errorf("reported a digest but exited %d", code)
+	case tm.Digest == "" && code == 0:
+		t.Errorf("exited 0 without a digest: %s", msg)
+	}
+	t.Logf("report: %s", msg)
+	// The status as the controller would see it.
+	st := Interpret(job, []corev1.Pod{terminatedPod(code, string(msg))})
+	if (st.Phase == PhaseSucceeded) != (tm.Digest != "") {
+		t.Errorf("Interpret of the pod = %+v, report %+v", st, tm)
+	}
+	return tm, out.String()
+}
+
+func terminatedPod(code int, msg string) corev1.Pod {
+	phase := corev1.PodSucceeded
+	if code != 0 {
+		phase = corev1.PodFailed
+	}
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "build-pod"},
+		Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
+			Name:  ContainerName,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code), Message: msg}},
+		}}},
+	}
+}
+
+func build(n string) *v1alpha1.MachineOSBuild {
+	return &v1alpha1.MachineOSBuild{ObjectMeta: metav1.ObjectMeta{Name: n, UID: types.UID("uid-" + n)}}
+}
+
+func render(t *testing.T, base, admin string) *containerfile.Result {
+	t.Helper()
+	ign := `{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/etc/motd","contents":{"source":"data:,Welcome%20to%20Strata%0A"}}]}}`
+	in := containerfile.Input{
+		ConfigName: "rendered-worker-1",
+		Pool:       "worker",
+		Spec:       &v1alpha1.MachineConfigSpec{Config: runtime.RawExtension{Raw: []byte(ign)}},
+		BaseImage:  base,
+		Arch:       "amd64",
+	}
+	if admin != "" {
+		in.Containerfiles = []v1alpha1.MachineOSContainerfile{{ContainerfileArch: v1alpha1.ContainerfileArchNoArch, Content: admin}}
+	}
+	res, err := containerfile.Render(in)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	return res
+}
+
+func lineOf(t *testing.T, cf []byte, instr string) int {
+	t.Helper()
+	for i, l := range strings.Split(string(cf), "\n") {
+		if l == instr {
+			return i + 1
+		}
+	}
+	t.Fatalf("%q is not a line of the Containerfile:\n%s", instr, cf)
+	return 0
+}
+
+func writeFile(t *testing.T, p string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func dockerConfig(host, user, pass string) []byte {
+	b, _ := json.Marshal(map[string]any{"auths": map[string]any{
+		host: map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))},
+	}})
+	return b
+}
+
+// keepBuildahCache removes /var/lib/containers/cache when the test is
+// done, if buildah (which always writes it as root) created it.
+func keepBuildahCache(t *testing.T) {
+	const cache = "/var/lib/containers/cache"
+	if _, err := os.Lstat(cache); err == nil {
+		return
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(cache); err != nil {
+			t.Errorf("remove %s: %v", cache, err)
+		}
+	})
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Fatalf("repository root not found from the package directory: %v", err)
+	}
+	return dir
+}
+
+func startRegistry(t *testing.T) *testRegistry {
+	t.Helper()
+	bin := filepath.Join(repoRoot(t), ".infra", "bin", "registry")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("registry binary missing at %s (go install github.com/distribution/distribution/v3/cmd/registry@v3.1.2): %v", bin, err)
+	}
+	dir := t.TempDir()
+	hash, err := bcrypt.GenerateFromPassword([]byte(regPass), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "htpasswd"), []byte(regUser+":"+string(hash)+"\n"))
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf(`version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: %s
+http:
+  addr: %s
+auth:
+  htpasswd:
+    realm: strata-test
+    path: %s
+`, filepath.Join(dir, "data"), host, filepath.Join(dir, "htpasswd"))
+	writeFile(t, filepath.Join(dir, "config.yml"), []byte(conf))
+
+	cmd := exec.Command(bin, "serve", filepath.Join(dir, "config.yml"))
+	env := []string{"OTEL_TRACES_EXPORTER=none", "OTEL_SDK_DISABLED=true"}
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "REGISTRY_") && !strings.HasPrefix(e, "OTEL_") {
+			env = append(env, e)
+		}
+	}
+	cmd.Env = env
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start registry: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("registry log:\n%s", logs.String())
+		}
+	})
+
+	// Ready when /v2/ asks for credentials.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get("http://" + host + "/v2/")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusUnauthorized {
+				break
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("registry exited: %v\n%s", err, logs.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("registry on %s not ready in 15s (last error %v)\n%s", host, err, logs.String())
+		}
+	}
+	return &testRegistry{host: host, auth: &authn.Basic{Username: regUser, Password: regPass}}
+}
+
+// pushBusybox pushes a busybox image made from the host's /bin/busybox
+// and returns it by digest.
+func pushBusybox(t *testing.T, reg *testRegistry) string {
+	t.Helper()
+	bb, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := exec.Command("/bin/busybox", "--list").Output()
+	if err != nil {
+		t.Fatalf("busybox --list: %v", err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	hdr := func(h *tar.Header, data []byte) {
+		h.ModTime = time.Unix(0, 0)
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"bin/", "etc/", "tmp/", "usr/", "var/"} {
+		mode := int64(0o755)
+		if d == "tmp/" {
+			mode = 0o1777
+		}
+		hdr(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode}, nil)
+	}
+	hdr(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(bb))}, bb)
+	for _, a := range strings.Fields(string(list)) {
+		if a != "busybox" {
+			hdr(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777}, nil)
+		}
+	}
+	passwd := []byte("root:x:0:0:root:/root:/bin/sh\n")
+	group := []byte("root:x:0:\n")
+	hdr(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/passwd", Mode: 0o644, Size: int64(len(passwd))}, passwd)
+	hdr(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/group", Mode: 0o644, Size: int64(len(group))}, group)
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	layerBytes := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerBytes)), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.Append(empty.Image, mutate.Addendum{Layer: layer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.Config.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.ParseReference(reg.host + "/test/busybox:latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img, remote.WithAuth(reg.auth)); err != nil {
+		t.Fatalf("push busybox: %v", err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg.host + "/test/busybox@" + d.String()
+}
+
+// imageFiles returns the regular files of an image's flattened file
+// system.
+func imageFiles(t *testing.T, img v1.Image) map[string]string {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer func() { _ = rc.Close() }()
+	tr := tar.NewReader(rc)
+	files := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg && h.Size < 1<<20 && !strings.HasPrefix(h.Name, "bin/") {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[strings.TrimPrefix(h.Name, "./")] = string(b)
+		}
+	}
+	return files
+}
