@@ -274,6 +274,9 @@ func bound(f *v1alpha1.BuildFailure) *v1alpha1.BuildFailure {
 	if f.Message == "" {
 		f.Message = "the build failed without saying why"
 	}
+	// Cutting bytes may split a character; the API stores valid UTF-8.
+	f.Message = strings.ToValidUTF8(f.Message, "")
+	f.LogTail = strings.ToValidUTF8(f.LogTail, "")
 	return f
 }
 

@@ -1,0 +1,162 @@
+package job
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+)
+
+func TestInterpret(t *testing.T) {
+	start := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	job := func(conds ...batchv1.JobCondition) *batchv1.Job {
+		return &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: "build-worker-1"},
+			Spec:       batchv1.JobSpec{BackoffLimit: ptr.To(int32(1)), ActiveDeadlineSeconds: ptr.To(int64(3600))},
+			Status:     batchv1.JobStatus{StartTime: &start, Conditions: conds, Failed: int32(len(conds))},
+		}
+	}
+	cond := func(t batchv1.JobConditionType, reason string) batchv1.JobCondition {
+		return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: "Job has reached the specified backoff limit"}
+	}
+	pod := func(name string, phase corev1.PodPhase, finished int, msg string) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{Phase: phase}}
+		switch phase {
+		case corev1.PodSucceeded, corev1.PodFailed:
+			code := int32(0)
+			if phase == corev1.PodFailed {
+				code = 3
+			}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error", Message: msg,
+					FinishedAt: metav1.NewTime(start.Add(time.Duration(finished) * time.Minute))},
+			}}}
+		case corev1.PodRunning:
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
+				Running: &corev1.ContainerStateRunning{StartedAt: start}}}}
+		}
+		return p
+	}
+	buildFail := `{"step":"Build","message":"Containerfile line 7: RUN false: exit status 1","logTail":"STEP 4/9: RUN false\nError: building at STEP \"RUN false\": exit status 1"}`
+	pushFail := `{"step":"Push","message":"pushing to r/x:y: connection refused","logTail":"..."}`
+	authFail := `{"step":"Auth","message":"pushing to r/x:y: the registry refused the push credentials: unauthorized","logTail":"x"}`
+
+	cases := []struct {
+		name      string
+		job       *batchv1.Job
+		pods      []corev1.Pod
+		phase     Phase
+		digest    string
+		step      v1alpha1.BuildStep
+		message   []string // substrings of the failure message
+		logTail   string
+		noStarted bool
+	}{
+		{name: "no job", phase: PhasePending, noStarted: true},
+		{name: "no pods yet", job: job(), phase: PhasePending},
+		{name: "pod pending", job: job(), pods: []corev1.Pod{pod("p1", corev1.PodPending, 0, "")}, phase: PhasePending},
+		{name: "pod running", job: job(), pods: []corev1.Pod{pod("p1", corev1.PodRunning, 0, "")}, phase: PhaseRunning},
+		{name: "retrying after a failed pod", job: job(),
+			pods: []corev1.Pod{pod("p1", corev1.PodFailed, 1, pushFail), pod("p2", corev1.PodPending, 0, "")}, phase: PhaseRunning},
+		{name: "succeeded with digest", job: job(cond(batchv1.JobComplete, "")),
+			pods: []corev1.Pod{pod("p1", corev1.PodSucceeded, 1, `{"digest":"`+digest+`"}`)}, phase: PhaseSucceeded, digest: digest},
+		{name: "pod succeeded before the job is complete", job: job(),
+			pods: []corev1.Pod{pod("p1", corev1.PodSucceeded, 1, `{"digest":"`+digest+`"}`)}, phase: PhaseSucceeded, digest: digest},
+		{name: "succeeded after a failed try", job: job(cond(batchv1.JobComplete, "")),
+			pods:  []corev1.Pod{pod("p1", corev1.PodFailed, 1, pushFail), pod("p2", corev1.PodSucceeded, 2, `{"digest":"`+digest+`"}`)},
+			phase: PhaseSucceeded, digest: digest},
+		{name: "succeeded without digest", job: job(cond(batchv1.JobComplete, "")),
+			pods:  []corev1.Pod{pod("p1", corev1.PodSucceeded, 1, "")},
+			phase: PhaseFailed, step: v1alpha1.BuildStepUnknown, message: []string{"p1", "did not report", "digest"}},
+		{name: "succeeded with a bad digest", job: job(cond(batchv1.JobComplete, "")),
+			pods:  []corev1.Pod{pod("p1", corev1.PodSucceeded, 1, `{"digest":"sha256:abc"}`)},
+			phase: PhaseFailed, step: v1alpha1.BuildStepUnknown, message: []string{"digest"}},
+		{name: "complete without pods", job: job(cond(batchv1.JobComplete, "")),
+			phase: PhaseFailed, step: v1alpha1.BuildStepUnknown, message: []string{"completed", "no succeeded build pod"}},
+		{name: "backoff exceeded: newest pod's report", job: job(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
+			pods:  []corev1.Pod{pod("p2", corev1.PodFailed, 5, buildFail), pod("p1", corev1.PodFailed, 1, pushFail)},
+			phase: PhaseFailed, step: v1alpha1.BuildStepBuild,
+			message: []string{"Containerfile line 7: RUN false: exit status 1", "retry limit of 1"},
+			logTail: "STEP 4/9: RUN false\nError: building at STEP \"RUN false\": exit status 1"},
+		{name: "failed at once by the pod failure policy", job: job(cond(batchv1.JobFailed, batchv1.JobReasonPodFailurePolicy)),
+			pods:  []corev1.Pod{pod("p1", corev1.PodFailed, 1, authFail)},
+			phase: PhaseFailed, step: v1alpha1.BuildStepAuth, message: []string{"refused the push credentials"}, logTail: "x"},
+		{name: "failure target before the failed condition", job: job(cond(batchv1.JobFailureTarget, batchv1.JobReasonPodFailurePolicy)),
+			pods:  []corev1.Pod{pod("p1", corev1.PodFailed, 1, authFail)},
+			phase: PhaseFailed, step: v1alpha1.BuildStepAuth},
+		{name: "deadline exceeded without a pod", job: job(cond(batchv1.JobFailed, batchv1.JobReasonDeadlineExceeded)),
+			phase: PhaseFailed, step: v1alpha1.BuildStepUnknown, message: []string{"deadline of 3600 seconds"}},
+		{name: "deadline exceeded, pod killed with log fallback", job: job(cond(batchv1.JobFailed, batchv1.JobReasonDeadlineExceeded)),
+			pods:  []corev1.Pod{pod("p1", corev1.PodFailed, 60, "STEP 3/9: RUN sleep 9999\n")},
+			phase: PhaseFailed, step: v1alpha1.BuildStepUnknown, message: []string{"deadline of 3600 seconds", "exit code 3"},
+			logTail: "STEP 3/9: RUN sleep 9999\n"},
+		{name: "not our JSON", job: job(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
+			pods:  []corev1.Pod{pod("p1", corev1.PodFailed, 1, "panic: something\ngoroutine 1")},
+			phase: PhaseFailed, step: v1alpha1.BuildStepUnknown, message: []string{"without saying what failed"},
+			logTail: "panic: something\ngoroutine 1"},
+		{name: "JSON with an unknown step", job: job(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
+			pods:  []corev1.Pod{pod("p1", corev1.PodFailed, 1, `{"step":"Bogus","message":"m"}`)},
+			phase: PhaseFailed, step: v1alpha1.BuildStepUnknown, logTail: `{"step":"Bogus","message":"m"}`},
+		{name: "failed pod without container status", job: job(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
+			pods:  []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "p1"}, Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on disk"}}},
+			phase: PhaseFailed, step: v1alpha1.BuildStepUnknown, message: []string{"Evicted", "low on disk"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := Interpret(c.job, c.pods)
+			if st.Phase != c.phase || st.Digest != c.digest {
+				t.Fatalf("phase %s digest %q, want %s %q (failure %+v)", st.Phase, st.Digest, c.phase, c.digest, st.Failure)
+			}
+			if c.noStarted != (st.StartTime == nil) {
+				t.Errorf("start time %v", st.StartTime)
+			}
+			if c.phase != PhaseFailed {
+				if st.Failure != nil {
+					t.Errorf("failure %+v on a build that did not fail", st.Failure)
+				}
+				return
+			}
+			f := st.Failure
+			if f == nil {
+				t.Fatal("no failure")
+			}
+			if f.Step != c.step {
+				t.Errorf("step %s, want %s (%q)", f.Step, c.step, f.Message)
+			}
+			for _, m := range c.message {
+				if !strings.Contains(f.Message, m) {
+					t.Errorf("message %q lacks %q", f.Message, m)
+				}
+			}
+			if f.Message == "" || len(f.Message) > 4096 {
+				t.Errorf("message of %d bytes", len(f.Message))
+			}
+			if c.logTail != "" && f.LogTail != c.logTail {
+				t.Errorf("log tail %q, want %q", f.LogTail, c.logTail)
+			}
+		})
+	}
+}
+
+func TestInterpretBoundsFailure(t *testing.T) {
+	j := &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{
+		Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonPodFailurePolicy}}}}
+	long := strings.Repeat("é", 20000)
+	p := corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: long}},
+	}}}}
+	f := Interpret(j, []corev1.Pod{p}).Failure
+	if f == nil || len(f.LogTail) > 16384 || len(f.Message) > 4096 {
+		t.Fatalf("failure not bounded: %d/%d bytes", len(f.Message), len(f.LogTail))
+	}
+	if !strings.HasSuffix(long, f.LogTail) {
+		t.Error("log tail is not the end of the log, whole characters")
+	}
+}
