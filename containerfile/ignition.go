@@ -88,7 +88,7 @@ func ignitionFieldErrors(fldPath *field.Path, raw []byte, err error, rpt report.
 			continue
 		}
 		p := fldPath
-		var value any = doc
+		value := doc
 		for _, elem := range e.Context.Path {
 			switch v := elem.(type) {
 			case int:

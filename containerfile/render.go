@@ -173,7 +173,7 @@ func Render(in Input) (*Result, error) {
 	sum := hex.EncodeToString(h.Sum(nil))
 	labels[LabelInputHash] = sum
 
-	cf := append(body, labelLine(LabelInputHash, sum)...)
+	cf := slices.Concat(body, labelLine(LabelInputHash, sum))
 	ctx = append(ctx, ContextFile{Name: ContainerfileName, Data: cf})
 	slices.SortFunc(ctx, func(a, b ContextFile) int { return strings.Compare(a.Name, b.Name) })
 	return &Result{

@@ -3,6 +3,7 @@ package containerfile
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -68,8 +69,8 @@ func TestRenderRefusesBadInput(t *testing.T) {
 			if err == nil {
 				t.Fatalf("rendered %s, want an error", res.Containerfile)
 			}
-			verr, ok := err.(*ValidationError)
-			if !ok {
+			var verr *ValidationError
+			if !errors.As(err, &verr) {
 				t.Fatalf("error %T %v, want *ValidationError", err, err)
 			}
 			if len(verr.Errs) != len(tt.want) {
@@ -308,7 +309,7 @@ func FuzzRender(f *testing.F) {
 		res, err := Render(in)
 		verrs := ValidateMachineConfigSpec(in.Spec, nil)
 		if err != nil {
-			if _, ok := err.(*ValidationError); !ok {
+			if verr := (*ValidationError)(nil); !errors.As(err, &verr) {
 				t.Fatalf("error is %T, want *ValidationError: %v", err, err)
 			}
 			if len(verrs) == 0 {

@@ -116,7 +116,7 @@ func fastDataURL(src string) ([]byte, bool) {
 	header, b64 := strings.CutSuffix(header, ";base64")
 	for i := 0; i < len(header); i++ {
 		c := header[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("/.+-;=", c) >= 0) {
+		if ('a' > c || c > 'z') && ('A' > c || c > 'Z') && ('0' > c || c > '9') && strings.IndexByte("/.+-;=", c) < 0 {
 			return nil, false
 		}
 	}

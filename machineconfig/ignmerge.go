@@ -203,11 +203,6 @@ func foldKeyedLists(t reflect.Type, vals []reflect.Value, result reflect.Value, 
 	}
 }
 
-type handleKey struct {
-	handle string
-	key    string
-}
-
 func isIgnored(ignoreDups map[string]struct{}, name string) bool {
 	_, ok := ignoreDups[name]
 	return ok

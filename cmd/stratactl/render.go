@@ -242,7 +242,7 @@ func readObjects(file string) ([]object, error) {
 	var problems []string
 	for doc := 1; ; doc++ {
 		raw, err := yr.Read()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
