@@ -110,6 +110,48 @@ func TestBuildScript(t *testing.T) {
 		}
 	})
 
+	t.Run("SameInputsSameDigest", func(t *testing.T) {
+		res := render(t, base, "")
+		var digests []string
+		for _, tag := range []string{"a", "b"} {
+			tm, out := runBuild(t, cfg, Request{Build: build("worker-same-" + tag), Result: res,
+				BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.host + "/test/same:" + tag}, secrets)
+			if tm.Digest == "" {
+				t.Fatalf("no digest: %+v\n%s", tm, out)
+			}
+			digests = append(digests, tm.Digest)
+		}
+		if digests[0] != digests[1] {
+			t.Errorf("two builds of the same inputs gave %s and %s", digests[0], digests[1])
+		}
+	})
+
+	t.Run("LongOutputStaysUnderTheLimit", func(t *testing.T) {
+		noisy := `RUN i=0; while [ $i -lt 200 ]; do i=$((i+1)); printf 'line %d "quoted" \\back\ttab \033[1mbold\033[0m %0300d\n' $i 0; done; exit 7` + "\n"
+		res := render(t, base, noisy)
+		line := lineOf(t, res.Containerfile, strings.TrimSuffix(noisy, "\n"))
+		tm, out := runBuild(t, cfg, Request{Build: build("worker-noisy"), Result: res,
+			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.host + "/test/built:noisy"}, secrets)
+		if tm.Step != v1alpha1.BuildStepBuild || !strings.Contains(tm.Message, fmt.Sprintf("line %d: RUN", line)) ||
+			!strings.Contains(tm.Message, "exit status 7") {
+			t.Fatalf("report = %+v\n%s", tm, out)
+		}
+		if !strings.Contains(tm.LogTail, `line 200 "quoted" \back`) {
+			t.Errorf("log tail lacks the last output line: %q", tm.LogTail)
+		}
+	})
+
+	t.Run("UnlistedRegistryIsVerified", func(t *testing.T) {
+		strict := cfg
+		strict.InsecureRegistries = nil
+		res := render(t, base, "")
+		tm, out := runBuild(t, strict, Request{Build: build("worker-strict"), Result: res,
+			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.host + "/test/built:strict"}, secrets)
+		if tm.Step != v1alpha1.BuildStepPullBase || !strings.Contains(tm.Message, "HTTP response to HTTPS client") {
+			t.Fatalf("report = %+v, want PullBase refusing plain HTTP\n%s", tm, out)
+		}
+	})
+
 	t.Run("FailingRunReportsItsLine", func(t *testing.T) {
 		res := render(t, base, "RUN echo before\nRUN false\n")
 		line := lineOf(t, res.Containerfile, "RUN false")
@@ -396,8 +438,9 @@ auth:
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start registry: %v", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-exited
@@ -417,8 +460,8 @@ auth:
 			}
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("registry exited: %v\n%s", err, logs.String())
+		case <-exited:
+			t.Fatalf("registry exited: %v\n%s", waitErr, logs.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
