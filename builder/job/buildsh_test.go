@@ -576,3 +576,55 @@ func imageFiles(t *testing.T, img v1.Image) map[string]string {
 	}
 	return files
 }
+
+// TestBuildScriptPrepare checks the reports of undeliverable inputs, which
+// fail before buildah runs.
+func TestBuildScriptPrepare(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Fatalf("bash is not installed: %v", err)
+	}
+	cases := []struct {
+		name    string
+		env     func(dir string) []string
+		message string
+	}{
+		{"no work dir", func(string) []string { return nil }, "STRATA_WORKDIR is not set"},
+		{"corrupt context", func(dir string) []string {
+			writeFile(t, filepath.Join(dir, "ctx.tar.gz"), []byte("not gzip"))
+			return []string{"STRATA_WORKDIR=" + filepath.Join(dir, "work"), "STRATA_CONTEXT_ARCHIVE=" + filepath.Join(dir, "ctx.tar.gz"), "STRATA_PUSH_SPEC=r.example/x:y"}
+		}, "could not be unpacked"},
+		{"missing authfile", func(dir string) []string {
+			_, req := testRequest()
+			cm, _, err := Objects(Config{Namespace: "n", BuilderImage: "i"}, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(dir, "ctx.tar.gz"), cm.BinaryData[KeyContext])
+			return []string{"STRATA_WORKDIR=" + filepath.Join(dir, "work"), "STRATA_CONTEXT_ARCHIVE=" + filepath.Join(dir, "ctx.tar.gz"), "STRATA_PUSH_SPEC=r.example/x:y",
+				"STRATA_PUSH_AUTHFILE=" + filepath.Join(dir, "nope", "auth.json")}
+		}, "registry credentials"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			script := filepath.Join(dir, "build.sh")
+			writeFile(t, script, []byte(BuildScript()))
+			termLog := filepath.Join(dir, "termination-log")
+			cmd := exec.Command("bash", script)
+			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "STRATA_TERMINATION_LOG=" + termLog}, c.env(dir)...)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != ExitCodePermanent {
+				t.Errorf("exit: %v, want status %d\n%s", err, ExitCodePermanent, out)
+			}
+			msg, err := os.ReadFile(termLog)
+			if err != nil {
+				t.Fatalf("no report: %v\n%s", err, out)
+			}
+			var tm TerminationMessage
+			if err := json.Unmarshal(msg, &tm); err != nil || tm.Step != v1alpha1.BuildStepPrepare || !strings.Contains(tm.Message, c.message) {
+				t.Errorf("report %s (%v), want step Prepare with %q", msg, err, c.message)
+			}
+		})
+	}
+}

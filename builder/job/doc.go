@@ -36,6 +36,15 @@
 // not write it (killed, out of memory). Interpret turns that into a
 // Status.
 //
+// A failure names its step: Prepare (inputs not delivered), PullBase,
+// Auth (a registry answered 401/unauthorized/authentication required,
+// pulling or pushing), Build (a Containerfile instruction, reported as
+// "Containerfile line N: INSTRUCTION: error") or Push. Failures that
+// retrying cannot fix (Prepare, Auth, Build) exit with ExitCodePermanent,
+// and the Job's pod failure policy fails the Job at once instead of
+// spending its backoff limit; pods disrupted by eviction or preemption do
+// not count against it.
+//
 // # Privileges
 //
 // The build pod is privileged: buildah's chroot isolation still mounts
