@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/testhost"
 )
 
 // TestBuildahBuild builds a rendered context for real: a local
@@ -39,10 +40,7 @@ func TestBuildahBuild(t *testing.T) {
 	if _, err := os.Stat(busybox); err != nil {
 		t.Fatalf("%s is missing: apt-get install busybox-static (%v)", busybox, err)
 	}
-	if _, err := os.Stat("/var/lib/containers/cache"); errors.Is(err, os.ErrNotExist) {
-		// As root buildah always writes its blob info cache there.
-		t.Cleanup(func() { os.RemoveAll("/var/lib/containers/cache") })
-	}
+	testhost.UseBuildah(t)
 
 	host := startRegistry(t, registryBin)
 	base := pushBusybox(t, host, busybox)
