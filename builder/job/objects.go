@@ -340,13 +340,18 @@ func podSpec(cfg Config, req Request, name string) corev1.PodSpec {
 
 	p := cfg.Placement
 	spec := corev1.PodSpec{
-		RestartPolicy:                corev1.RestartPolicyNever,
-		AutomountServiceAccountToken: ptr.To(false),
-		EnableServiceLinks:           ptr.To(false),
-		HostNetwork:                  p.HostNetwork,
-		NodeSelector:                 copyMap(p.NodeSelector),
-		Tolerations:                  append([]corev1.Toleration(nil), p.Tolerations...),
-		Volumes:                      volumes,
+		RestartPolicy: corev1.RestartPolicyNever,
+		// The script is the container's PID 1 and installs no SIGTERM
+		// handler, so the kernel drops the kubelet's SIGTERM: a stopped
+		// build (deadline, interruption) waits out the grace period for
+		// SIGKILL. Nothing in the pod needs a clean shutdown.
+		TerminationGracePeriodSeconds: ptr.To(int64(5)),
+		AutomountServiceAccountToken:  ptr.To(false),
+		EnableServiceLinks:            ptr.To(false),
+		HostNetwork:                   p.HostNetwork,
+		NodeSelector:                  copyMap(p.NodeSelector),
+		Tolerations:                   append([]corev1.Toleration(nil), p.Tolerations...),
+		Volumes:                       volumes,
 		Containers: []corev1.Container{{
 			Name:                     ContainerName,
 			Image:                    cfg.BuilderImage,

@@ -132,6 +132,9 @@ func TestObjects(t *testing.T) {
 	if ps.RestartPolicy != corev1.RestartPolicyNever || ps.AutomountServiceAccountToken == nil || *ps.AutomountServiceAccountToken {
 		t.Errorf("restart policy %s, automount token %v", ps.RestartPolicy, ps.AutomountServiceAccountToken)
 	}
+	if ps.TerminationGracePeriodSeconds == nil || *ps.TerminationGracePeriodSeconds > 30 {
+		t.Errorf("termination grace period %v", ps.TerminationGracePeriodSeconds)
+	}
 	if !ps.HostNetwork || ps.DNSPolicy != corev1.DNSClusterFirstWithHostNet ||
 		!reflect.DeepEqual(ps.NodeSelector, cfg.Placement.NodeSelector) || !reflect.DeepEqual(ps.Tolerations, cfg.Placement.Tolerations) {
 		t.Errorf("placement not applied: %+v", ps)
