@@ -23,8 +23,8 @@ import (
 //go:embed build.sh
 var buildScript string
 
-// BuildScript is the script the build pod runs (see the package comment
-// of the file build.sh for its environment).
+// BuildScript is the script the build pod runs; its header documents the
+// environment it reads and the report it writes.
 func BuildScript() string { return buildScript }
 
 // LabelMachineOSBuild is on the Job, the ConfigMap and the build pods; its
