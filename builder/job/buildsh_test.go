@@ -33,6 +33,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/internal/testhost"
 )
 
 const (
@@ -58,7 +59,7 @@ func TestBuildScript(t *testing.T) {
 	if _, err := os.Stat("/bin/busybox"); err != nil {
 		t.Fatalf("/bin/busybox is missing: the test builds its base image from it (apt-get install -y busybox-static): %v", err)
 	}
-	keepBuildahCache(t)
+	testhost.UseBuildah(t)
 	reg := startRegistry(t)
 	base := pushBusybox(t, reg)
 	secrets := map[string][]byte{
@@ -363,19 +364,6 @@ func dockerConfig(host, user, pass string) []byte {
 	return b
 }
 
-// keepBuildahCache removes /var/lib/containers/cache when the test is
-// done, if buildah (which always writes it as root) created it.
-func keepBuildahCache(t *testing.T) {
-	const cache = "/var/lib/containers/cache"
-	if _, err := os.Lstat(cache); err == nil {
-		return
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(cache); err != nil {
-			t.Errorf("remove %s: %v", cache, err)
-		}
-	})
-}
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
