@@ -27,6 +27,16 @@ const (
 	BuildInterrupted = "Interrupted"
 )
 
+// Condition types of MachineOSConfig.
+const (
+	// ConfigReady: currentImagePullSpec is the image of the current inputs.
+	ConfigReady = "Ready"
+	// ConfigDegraded: the inputs cannot be built (unknown pool, missing
+	// secret, unreachable base image, invalid content) or the newest build
+	// failed; nodes keep the image they run.
+	ConfigDegraded = "Degraded"
+)
+
 // Condition reasons.
 const (
 	ReasonAsExpected       = "AsExpected"
@@ -36,6 +46,17 @@ const (
 	ReasonBuildFailed      = "BuildFailed"
 	ReasonBuildSucceeded   = "BuildSucceeded"
 	ReasonBuildInterrupted = "BuildInterrupted"
+	ReasonBuildRunning     = "BuildRunning"
+	ReasonBuildPending     = "BuildPending"
+	ReasonUnknownPool      = "UnknownPool"
+	ReasonPoolConflict     = "PoolAlreadyLayered"
+	ReasonNoRenderedConfig = "WaitingForRenderedConfig"
+	ReasonMissingSecret    = "MissingSecret"
+	ReasonInvalidSecret    = "InvalidSecret"
+	ReasonNoBaseImage      = "NoBaseImage"
+	ReasonBaseUnreachable  = "BaseImageUnreachable"
+	ReasonInvalidInput     = "InvalidInput"
+	ReasonInputsChanged    = "InputsChanged"
 )
 
 // Annotation and label keys, all under the Strata prefix.
@@ -55,6 +76,12 @@ const (
 	// RebuildAnnotation on a MachineOSConfig forces a new build of the
 	// same inputs; the controller removes it once the build is made.
 	RebuildAnnotation = Prefix + "rebuild"
+	// LayeredByAnnotation on a MachineConfigPool names the one
+	// MachineOSConfig that layers it.
+	LayeredByAnnotation = Prefix + "layered-by"
+	// MachineOSConfigLabel on a MachineOSBuild, its Job, ConfigMap and pod
+	// names the MachineOSConfig it builds.
+	MachineOSConfigLabel = Prefix + "machineosconfig"
 
 	// Node annotations: the protocol between the controller and the daemon.
 	CurrentConfigAnnotation = Prefix + "currentConfig"

@@ -9,10 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
+	"github.com/strata-dev/strata/controllers/build"
 	"github.com/strata-dev/strata/controllers/render"
 	"github.com/strata-dev/strata/internal/scheme"
 	"github.com/strata-dev/strata/internal/version"
@@ -26,6 +29,14 @@ type options struct {
 	probeAddr       string
 	leaderElect     bool
 	renderedHistory int
+	configFile      string
+}
+
+// fileConfig is the controller's configuration file.
+type fileConfig struct {
+	// Build configures image builds; without a builderImage, layered
+	// pools are not built.
+	Build build.Config `json:"build"`
 }
 
 func main() {
@@ -34,9 +45,10 @@ func main() {
 		Use:   "strata-controller",
 		Short: "Strata's controller manager: renders, builds and rolls out node OS images",
 		Long: `strata-controller runs Strata's reconcilers against the cluster in
-KUBECONFIG (or the in-cluster config). Implemented: render (MachineConfigs
-and a pool to a rendered MachineConfig). Not yet: image builds and node
-rollout.`,
+KUBECONFIG (or the in-cluster config): render (MachineConfigs and a pool to
+a rendered MachineConfig) and, when --config gives a builder image, build
+(a MachineOSConfig to MachineOSBuilds run as Jobs). Node rollout is not
+implemented yet.`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -47,6 +59,7 @@ rollout.`,
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles at a time")
 	f.IntVar(&o.renderedHistory, "rendered-config-history", render.DefaultHistory, "unused rendered MachineConfigs kept per pool")
+	f.StringVar(&o.configFile, "config", "", "YAML configuration file (build: builderImage, namespace, placement, insecureRegistries, history, ...)")
 	version.Apply(cmd)
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "strata-controller:", err)
@@ -58,7 +71,21 @@ func run(o options) error {
 	if o.renderedHistory < 1 {
 		return errors.New("--rendered-config-history must be at least 1")
 	}
+	var fc fileConfig
+	if o.configFile != "" {
+		raw, err := os.ReadFile(o.configFile)
+		if err != nil {
+			return fmt.Errorf("read --config: %w", err)
+		}
+		if err := yaml.UnmarshalStrict(raw, &fc); err != nil {
+			return fmt.Errorf("--config %s: %w", o.configFile, err)
+		}
+	}
+	if fc.Build.Namespace == "" {
+		fc.Build.Namespace = namespace
+	}
 	ctrl.SetLogger(zap.New())
+	log := ctrl.Log.WithName("setup")
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
@@ -70,6 +97,7 @@ func run(o options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "strata-controller.machineconfiguration.strata.dev",
 		LeaderElectionNamespace: namespace,
+		Cache:                   cache.Options{ByObject: build.CacheByObject(fc.Build.Namespace)},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -80,6 +108,15 @@ func run(o options) error {
 		History:  o.renderedHistory,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the render controller: %w", err)
+	}
+	if fc.Build.BuilderImage == "" {
+		log.Info("No build.builderImage in --config: layered pools are not built")
+	} else if err := (&build.Reconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("strata-build"),
+		Config:   fc.Build,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the build controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

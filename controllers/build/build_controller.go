@@ -1,0 +1,365 @@
+package build
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/registry"
+)
+
+// finalizer lets the controller delete a MachineOSConfig's builds, Jobs
+// and ConfigMaps before the MachineOSConfig goes.
+const finalizer = v1alpha1.Prefix + "build-cleanup"
+
+// createdAnnotation records when a build was made, to the nanosecond.
+const createdAnnotation = v1alpha1.Prefix + "created"
+
+// retryInputs is how soon inputs that may heal by themselves (an
+// unreachable registry) are tried again.
+const retryInputs = 30 * time.Second
+
+// Reconciler builds the images of layered pools.
+type Reconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Config   Config
+	Registry registry.Client
+}
+
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineosconfigs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineosconfigs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineosconfigs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineosbuilds,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineosbuilds/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineosbuilds/finalizers,verbs=update
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigpools,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigpools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,namespace=strata-system,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",namespace=strata-system,resources=configmaps,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",namespace=strata-system,resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=strata-system,resources=secrets,verbs=get;list;watch
+
+// CacheByObject limits the manager's cache of the namespaced kinds this
+// controller reads to its namespace, so it neither needs nor holds
+// cluster-wide access to Secrets, Pods, Jobs or ConfigMaps.
+func CacheByObject(namespace string) map[client.Object]cache.ByObject {
+	only := cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}
+	return map[client.Object]cache.ByObject{
+		&corev1.Secret{}:    only,
+		&corev1.Pod{}:       only,
+		&corev1.ConfigMap{}: only,
+		&batchv1.Job{}:      only,
+	}
+}
+
+// SetupWithManager registers the reconciler. A MachineOSConfig is
+// reconciled when it changes, when its builds, their Jobs or pods change,
+// when its pool's rendered configuration changes, and when a Secret in the
+// namespace changes (a missing Secret may have been created).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	cfg, err := r.Config.withDefaults()
+	if err != nil {
+		return fmt.Errorf("build controller configuration: %w", err)
+	}
+	r.Config = cfg
+	if r.Registry.Insecure == nil {
+		r.Registry.Insecure = cfg.InsecureRegistries
+	}
+	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if name := o.GetLabels()[v1alpha1.MachineOSConfigLabel]; name != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+		}
+		return nil
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("build").
+		// Pools are independent; one with a slow registry must not hold
+		// up the others.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		For(&v1alpha1.MachineOSConfig{}).
+		Owns(&v1alpha1.MachineOSBuild{}).
+		Watches(&batchv1.Job{}, byLabel).
+		Watches(&corev1.Pod{}, byLabel).
+		Watches(&v1alpha1.MachineConfigPool{}, handler.EnqueueRequestsFromMapFunc(r.configsOfPool)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.allConfigs)).
+		Complete(r)
+}
+
+func (r *Reconciler) configsOfPool(ctx context.Context, pool client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, req := range r.allConfigs(ctx, pool) {
+		var mosc v1alpha1.MachineOSConfig
+		if r.Client.Get(ctx, req.NamespacedName, &mosc) == nil && mosc.Spec.MachineConfigPool.Name == pool.GetName() {
+			reqs = append(reqs, req)
+		}
+	}
+	return reqs
+}
+
+func (r *Reconciler) allConfigs(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list v1alpha1.MachineOSConfigList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}}
+	}
+	return reqs
+}
+
+// scope is what one reconcile of a MachineOSConfig learns.
+type scope struct {
+	mosc  *v1alpha1.MachineOSConfig
+	pool  *v1alpha1.MachineConfigPool
+	build *v1alpha1.MachineOSBuild // the build of the current inputs
+	// problem is why the inputs cannot be built; nil when they can.
+	problem *problem
+	// waiting says what the build waits for (a rendered config).
+	waiting string
+	pushKC  authn.Keychain
+}
+
+type problem struct {
+	reason, message string
+}
+
+// Reconcile is level-based: it computes the build the current inputs
+// call for and moves the world towards it, so a restart at any point
+// (even with a Job running) adopts what exists rather than duplicating it.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	mosc := &v1alpha1.MachineOSConfig{}
+	if err := r.Client.Get(ctx, req.NamespacedName, mosc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !mosc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, mosc)
+	}
+	if controllerutil.AddFinalizer(mosc, finalizer) {
+		return ctrl.Result{}, r.Client.Update(ctx, mosc)
+	}
+	before := mosc.DeepCopy()
+	s := &scope{mosc: mosc}
+	if err := r.reconcileBuild(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	setConfigStatus(s)
+	if err := patchStatus(ctx, r.Client, before, mosc); err != nil {
+		return ctrl.Result{}, fmt.Errorf("patch status of MachineOSConfig %s: %w", mosc.Name, err)
+	}
+	if err := r.setPoolStatus(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if s.problem != nil && s.problem.reason == v1alpha1.ReasonBaseUnreachable {
+		return ctrl.Result{RequeueAfter: retryInputs}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// reconcileBuild gathers the inputs, makes or finds their build, and
+// drives it.
+func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
+	in, err := r.gatherInputs(ctx, s)
+	if err != nil || in == nil {
+		return err
+	}
+	name := buildName(s.mosc, in.hash)
+
+	if _, ok := s.mosc.Annotations[v1alpha1.RebuildAnnotation]; ok {
+		// Removing the annotation changes the MachineOSConfig, which
+		// brings the next reconcile.
+		return r.rebuild(ctx, s.mosc, name)
+	}
+
+	builds, err := r.buildsOf(ctx, s.mosc.Name)
+	if err != nil {
+		return err
+	}
+	for i := range builds {
+		if b := &builds[i]; b.Name != name && !terminal(b) {
+			if err := r.interrupt(ctx, b, name); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range builds {
+		if builds[i].Name == name {
+			s.build = &builds[i]
+		}
+	}
+	if s.build == nil {
+		if s.build, err = r.createBuild(ctx, s, name, in); err != nil {
+			return err
+		}
+	}
+
+	switch {
+	case isTrue(s.build, v1alpha1.BuildSucceeded):
+		ok, err := r.Registry.Exists(ctx, s.build.Status.DigestedImagePushSpec, s.pushKC)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			// The image was deleted from the registry: build it again.
+			r.Recorder.Eventf(s.build, nil, corev1.EventTypeNormal, "ImageGone", "Rebuild",
+				"Image %s is no longer in the registry; building again", s.build.Status.DigestedImagePushSpec)
+			// Deleting an owned build brings the next reconcile.
+			return r.deleteBuild(ctx, s.build)
+		}
+	case terminal(s.build):
+		// Failed or Interrupted: nothing runs until the inputs change or
+		// a rebuild is asked for.
+	default:
+		if err := r.runBuild(ctx, s, in); err != nil {
+			return err
+		}
+	}
+	return r.collectGarbage(ctx, s)
+}
+
+// buildName is <machineosconfig>-<16 hex digits of the input hash>.
+func buildName(mosc *v1alpha1.MachineOSConfig, hash string) string {
+	return mosc.Name + "-" + hash[:16]
+}
+
+// inputsHash covers everything a build depends on: the rendered content,
+// the base image digest and the Containerfile content (all in the
+// renderer's input hash), the MachineOSConfig spec and the builder image.
+func inputsHash(renderHash string, spec *v1alpha1.MachineOSConfigSpec, builderImage string) string {
+	h := sha256.New()
+	specJSON, _ := json.Marshal(spec) // a struct of strings and slices cannot fail
+	for _, part := range [][]byte{[]byte(renderHash), specJSON, []byte(builderImage)} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// pushSpecFor is where a build pushes: the MachineOSConfig's repository,
+// tagged with the build's name, so that each build's image can be found
+// and deleted with it. Nodes never use the tag: they pull the digest.
+func pushSpecFor(mosc *v1alpha1.MachineOSConfig, build string) string {
+	tag := build
+	if len(tag) > 128 {
+		tag = tag[len(tag)-16:]
+	}
+	return repository(mosc.Spec.RenderedImagePushSpec) + ":" + tag
+}
+
+func (r *Reconciler) createBuild(ctx context.Context, s *scope, name string, in *inputs) (*v1alpha1.MachineOSBuild, error) {
+	b := &v1alpha1.MachineOSBuild{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				v1alpha1.MachineOSConfigLabel: s.mosc.Name,
+				v1alpha1.PoolLabel:            s.pool.Name,
+			},
+			// creationTimestamp has one-second resolution; history needs
+			// the order of builds made within a second too.
+			Annotations: map[string]string{createdAnnotation: time.Now().UTC().Format(time.RFC3339Nano)},
+		},
+		Spec: v1alpha1.MachineOSBuildSpec{
+			MachineConfig:         v1alpha1.LocalObjectReference{Name: in.rendered.Name},
+			MachineOSConfig:       v1alpha1.LocalObjectReference{Name: s.mosc.Name},
+			RenderedImagePushSpec: pushSpecFor(s.mosc, name),
+		},
+	}
+	if err := controllerutil.SetControllerReference(s.mosc, b, r.Client.Scheme()); err != nil {
+		return nil, err
+	}
+	if err := r.Client.Create(ctx, b); err != nil {
+		return nil, fmt.Errorf("create MachineOSBuild %s: %w", name, err)
+	}
+	before := b.DeepCopy()
+	b.Status.BaseImagePullSpec = in.base
+	setBuildConditions(b, statePrepared, "Rendered "+in.rendered.Name+" on "+in.base)
+	if err := patchStatus(ctx, r.Client, before, b); err != nil {
+		return nil, fmt.Errorf("patch status of MachineOSBuild %s: %w", name, err)
+	}
+	r.Recorder.Eventf(b, s.mosc, corev1.EventTypeNormal, v1alpha1.BuildPrepared, "Prepare",
+		"Prepared build of %s on base %s", in.rendered.Name, in.base)
+	return b, nil
+}
+
+func (r *Reconciler) buildsOf(ctx context.Context, mosc string) ([]v1alpha1.MachineOSBuild, error) {
+	var list v1alpha1.MachineOSBuildList
+	if err := r.Client.List(ctx, &list, client.MatchingLabels{v1alpha1.MachineOSConfigLabel: mosc}); err != nil {
+		return nil, fmt.Errorf("list builds of %s: %w", mosc, err)
+	}
+	return list.Items, nil
+}
+
+// rebuild makes the next reconcile build the current inputs anew: a
+// finished build of them is deleted, then the annotation is removed.
+func (r *Reconciler) rebuild(ctx context.Context, mosc *v1alpha1.MachineOSConfig, name string) error {
+	b := &v1alpha1.MachineOSBuild{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Name: name}, b); {
+	case err == nil && terminal(b):
+		if err := r.deleteBuild(ctx, b); err != nil {
+			return err
+		}
+		r.Recorder.Eventf(mosc, nil, corev1.EventTypeNormal, "Rebuild", "Rebuild", "Rebuilding %s as asked by the %s annotation", name, v1alpha1.RebuildAnnotation)
+	case err != nil && !apierrors.IsNotFound(err):
+		return err
+	}
+	patch := client.MergeFrom(mosc.DeepCopy())
+	delete(mosc.Annotations, v1alpha1.RebuildAnnotation)
+	return r.Client.Patch(ctx, mosc, patch)
+}
+
+// finalize deletes a MachineOSConfig's builds with their Jobs and
+// ConfigMaps. Images stay in the registry: nodes may still run them until
+// they roll back.
+func (r *Reconciler) finalize(ctx context.Context, mosc *v1alpha1.MachineOSConfig) error {
+	builds, err := r.buildsOf(ctx, mosc.Name)
+	if err != nil {
+		return err
+	}
+	for i := range builds {
+		if err := r.deleteBuild(ctx, &builds[i]); err != nil {
+			return err
+		}
+	}
+	if err := r.releasePool(ctx, mosc); err != nil {
+		return err
+	}
+	if controllerutil.RemoveFinalizer(mosc, finalizer) {
+		return r.Client.Update(ctx, mosc)
+	}
+	return nil
+}
+
+func patchStatus(ctx context.Context, c client.Client, before, after client.Object) error {
+	return c.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
+// statusMessage keeps a condition message within the API's limit.
+func statusMessage(s string) string {
+	const limit = 32768
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit-3] + "..."
+}

@@ -1,0 +1,664 @@
+package build
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/builder/job"
+	"github.com/strata-dev/strata/internal/testenv"
+	"github.com/strata-dev/strata/internal/testregistry"
+)
+
+// These tests run the build controller against a real apiserver and a
+// real registry. Without a kubelet no pod runs, so each test plays the
+// build pod: it pushes an image where the Job would, and writes the pod
+// and Job status a kubelet and the Job controller would write. The real
+// Job runs in the e2e suite.
+
+const ns = "strata-system"
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	e, stop, err := testenv.StartMain()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start envtest:", err)
+		os.Exit(1)
+	}
+	env = e
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		fmt.Fprintln(os.Stderr, "create namespace:", err)
+		stop()
+		os.Exit(1)
+	}
+	code := m.Run()
+	stop()
+	os.Exit(code)
+}
+
+const timeout = 30 * time.Second
+
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval, not synchronisation
+	}
+	t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
+}
+
+func startController(t *testing.T, reg *testregistry.Registry, history int) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache:                  cache.Options{ByObject: CacheByObject(ns)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("strata-build"),
+		Config: Config{
+			Namespace:          ns,
+			BuilderImage:       "127.0.0.1:5000/strata/builder@sha256:" + strings.Repeat("b", 64),
+			BackoffLimit:       1,
+			InsecureRegistries: []string{reg.Host},
+			History:            history,
+		},
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// fixture is one test's world: a registry with a base image, Secrets, a
+// pool with a rendered config, and the MachineOSConfig's name.
+type fixture struct {
+	t        *testing.T
+	name     string
+	reg      *testregistry.Registry
+	base     string
+	password string
+}
+
+func newFixture(t *testing.T, name string) *fixture {
+	t.Helper()
+	f := &fixture{t: t, name: name, password: "pw-" + name}
+	f.reg = testregistry.Start(t, f.password)
+	f.base = f.push("strata/base:1")
+	for _, secret := range []string{name + "-push", name + "-pull"} {
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret},
+			Type:       corev1.SecretTypeDockerConfigJson,
+			Data:       map[string][]byte{corev1.DockerConfigJsonKey: f.reg.DockerConfigJSON(f.password)},
+		}
+		f.create(s)
+	}
+	f.create(&v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	f.setRendered("1")
+	return f
+}
+
+func (f *fixture) create(obj client.Object) {
+	f.t.Helper()
+	if err := env.Client.Create(context.Background(), obj); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// push puts a random image at repo:tag and returns it by tag.
+func (f *fixture) push(repoTag string) string {
+	f.t.Helper()
+	img, err := random.Image(256, 1)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ref, err := name.ParseReference(f.reg.Host+"/"+repoTag, name.Insecure)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := remote.Write(ref, img, remote.WithAuth(f.reg.Auth())); err != nil {
+		f.t.Fatal(err)
+	}
+	return ref.String()
+}
+
+// setRendered points the pool at a rendered config whose content is a
+// file holding version; it stands in for the render controller.
+func (f *fixture) setRendered(version string) {
+	f.t.Helper()
+	ctx := context.Background()
+	name := "rendered-" + f.name + "-v" + version
+	mc := &v1alpha1.MachineConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{v1alpha1.GeneratedByControllerAnnotation: "test"}},
+		Spec: v1alpha1.MachineConfigSpec{Config: runtime.RawExtension{Raw: []byte(
+			`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/version","mode":420,"contents":{"source":"data:,` + version + `"}}]}}`)}},
+	}
+	if err := env.Client.Create(ctx, mc); err != nil && !apierrors.IsAlreadyExists(err) {
+		f.t.Fatal(err)
+	}
+	pool := &v1alpha1.MachineConfigPool{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: f.name}, pool); err != nil {
+		f.t.Fatal(err)
+	}
+	pool.Status.Configuration.Name = name
+	if err := env.Client.Status().Update(ctx, pool); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) mosc(mutate ...func(*v1alpha1.MachineOSConfig)) {
+	f.t.Helper()
+	m := &v1alpha1.MachineOSConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: f.name},
+		Spec: v1alpha1.MachineOSConfigSpec{
+			MachineConfigPool:       v1alpha1.LocalObjectReference{Name: f.name},
+			ImageBuilder:            v1alpha1.MachineOSImageBuilder{ImageBuilderType: v1alpha1.JobBuilder},
+			BaseImagePullSpec:       f.base,
+			BaseImagePullSecret:     &v1alpha1.SecretReference{Name: f.name + "-pull"},
+			RenderedImagePushSecret: v1alpha1.SecretReference{Name: f.name + "-push"},
+			RenderedImagePullSecret: &v1alpha1.SecretReference{Name: f.name + "-pull"},
+			RenderedImagePushSpec:   f.reg.Host + "/strata/" + f.name + ":latest",
+			ContainerFile:           []v1alpha1.MachineOSContainerfile{{ContainerfileArch: v1alpha1.ContainerfileArchNoArch, Content: "RUN echo hi > /etc/hi"}},
+		},
+	}
+	for _, fn := range mutate {
+		fn(m)
+	}
+	f.create(m)
+	// Leave nothing for later tests' controllers to work on.
+	f.t.Cleanup(func() { deleteMOSC(m.Name) })
+}
+
+// deleteMOSC deletes a MachineOSConfig and its builds without a running
+// controller: it takes the finalizer off.
+func deleteMOSC(name string) {
+	ctx := context.Background()
+	m := &v1alpha1.MachineOSConfig{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, m); err != nil {
+		return
+	}
+	m.Finalizers = nil
+	_ = env.Client.Update(ctx, m)
+	_ = env.Client.Delete(ctx, m)
+	_ = env.Client.DeleteAllOf(ctx, &v1alpha1.MachineOSBuild{}, client.MatchingLabels{v1alpha1.MachineOSConfigLabel: name})
+}
+
+func getMOSC(t *testing.T, name string) *v1alpha1.MachineOSConfig {
+	t.Helper()
+	m := &v1alpha1.MachineOSConfig{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func getBuild(name string) (*v1alpha1.MachineOSBuild, error) {
+	b := &v1alpha1.MachineOSBuild{}
+	return b, env.Client.Get(context.Background(), client.ObjectKey{Name: name}, b)
+}
+
+// waitBuild waits for the MachineOSConfig's current build to differ from
+// not and to have its Job, and returns it.
+func waitBuild(t *testing.T, mosc string, not ...string) *v1alpha1.MachineOSBuild {
+	t.Helper()
+	var b *v1alpha1.MachineOSBuild
+	eventually(t, "a build of "+mosc+" with a Job", func() error {
+		m := getMOSC(t, mosc)
+		if m.Status.MachineOSBuild == nil {
+			return fmt.Errorf("no build yet (conditions %+v)", m.Status.Conditions)
+		}
+		for _, n := range not {
+			if m.Status.MachineOSBuild.Name == n {
+				return errors.New("still build " + n)
+			}
+		}
+		var err error
+		if b, err = getBuild(m.Status.MachineOSBuild.Name); err != nil {
+			return err
+		}
+		if !isTrue(b, v1alpha1.BuildPrepared) {
+			return errors.New("not Prepared")
+		}
+		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: job.JobName(b.Name)}, &batchv1.Job{})
+	})
+	return b
+}
+
+// finishPod plays the build pod: a pod of the Job that ended with msg.
+func finishPod(t *testing.T, b *v1alpha1.MachineOSBuild, phase corev1.PodPhase, exit int32, msg string) {
+	t.Helper()
+	ctx := context.Background()
+	labels := job.PodLabels(b.Name)
+	labels[v1alpha1.MachineOSConfigLabel] = b.Spec.MachineOSConfig.Name
+	j := &batchv1.Job{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: job.JobName(b.Name)}, j); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: job.JobName(b.Name) + "-", Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(j, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: job.ContainerName, Image: "builder"}}},
+	}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	pod.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
+		Name:  job.ContainerName,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: msg, FinishedAt: now, StartedAt: now}},
+	}}}
+	if err := env.Client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// succeed plays a build that pushed an image.
+func (f *fixture) succeed(b *v1alpha1.MachineOSBuild) string {
+	f.t.Helper()
+	pushed := f.push(strings.TrimPrefix(b.Spec.RenderedImagePushSpec, f.reg.Host+"/"))
+	ref, _ := name.ParseReference(pushed, name.Insecure)
+	desc, err := remote.Head(ref, remote.WithAuth(f.reg.Auth()))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	msg, _ := json.Marshal(job.TerminationMessage{Digest: desc.Digest.String()})
+	finishPod(f.t, b, corev1.PodSucceeded, 0, string(msg))
+	return ref.Context().Name() + "@" + desc.Digest.String()
+}
+
+func waitCondition(t *testing.T, build, cond string) *v1alpha1.MachineOSBuild {
+	t.Helper()
+	var b *v1alpha1.MachineOSBuild
+	eventually(t, build+" "+cond, func() error {
+		var err error
+		if b, err = getBuild(build); err != nil {
+			return err
+		}
+		if !isTrue(b, cond) {
+			return fmt.Errorf("conditions %+v", b.Status.Conditions)
+		}
+		return nil
+	})
+	return b
+}
+
+func jobUID(t *testing.T, build string) (string, bool) {
+	t.Helper()
+	j := &batchv1.Job{}
+	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: job.JobName(build)}, j)
+	if apierrors.IsNotFound(err) {
+		return "", false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(j.UID), true
+}
+
+func TestBuildInterruptAndReuse(t *testing.T) {
+	f := newFixture(t, "reuse")
+	startController(t, f.reg, 0)
+	f.mosc()
+
+	a := waitBuild(t, "reuse")
+	if !strings.HasPrefix(a.Name, "reuse-") || len(a.Name) != len("reuse-")+16 {
+		t.Errorf("build name %q, want reuse-<16 hex>", a.Name)
+	}
+	if a.Spec.RenderedImagePushSpec != f.reg.Host+"/strata/reuse:"+a.Name {
+		t.Errorf("push spec %q", a.Spec.RenderedImagePushSpec)
+	}
+	if a.Status.BaseImagePullSpec == "" || !strings.Contains(a.Status.BaseImagePullSpec, "@sha256:") {
+		t.Errorf("base image %q, want it by digest", a.Status.BaseImagePullSpec)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: job.JobName(a.Name)}, cm); err != nil {
+		t.Fatalf("build context ConfigMap: %v", err)
+	}
+	assertNoSecret(t, f.password, cm, getMOSC(t, "reuse"), a)
+
+	imageA := f.succeed(a)
+	a = waitCondition(t, a.Name, v1alpha1.BuildSucceeded)
+	if a.Status.DigestedImagePushSpec != imageA {
+		t.Errorf("digestedImagePushSpec %q, want %q", a.Status.DigestedImagePushSpec, imageA)
+	}
+	eventually(t, "MachineOSConfig points at image A", func() error {
+		m := getMOSC(t, "reuse")
+		if m.Status.CurrentImagePullSpec != imageA || !meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ConfigReady) {
+			return fmt.Errorf("current %q, conditions %+v", m.Status.CurrentImagePullSpec, m.Status.Conditions)
+		}
+		return nil
+	})
+	jobA, _ := jobUID(t, a.Name)
+
+	// New inputs start build B; going back before it ends interrupts B
+	// and reuses A without a new Job.
+	f.setRendered("2")
+	b := waitBuild(t, "reuse", a.Name)
+	f.setRendered("1")
+	b = waitCondition(t, b.Name, v1alpha1.BuildInterrupted)
+	if b.Status.BuildEnd == nil {
+		t.Error("interrupted build has no end time")
+	}
+	eventually(t, "B's Job is deleted", func() error {
+		if _, ok := jobUID(t, b.Name); ok {
+			return errors.New("still there")
+		}
+		return nil
+	})
+	eventually(t, "A is current again", func() error {
+		m := getMOSC(t, "reuse")
+		if m.Status.MachineOSBuild.Name != a.Name || m.Status.CurrentImagePullSpec != imageA {
+			return fmt.Errorf("build %s, image %s", m.Status.MachineOSBuild.Name, m.Status.CurrentImagePullSpec)
+		}
+		return nil
+	})
+	if uid, ok := jobUID(t, a.Name); !ok || uid != jobA {
+		t.Errorf("reusing A made a new Job (uid %s, was %s)", uid, jobA)
+	}
+	var builds v1alpha1.MachineOSBuildList
+	if err := env.Client.List(context.Background(), &builds, client.MatchingLabels{v1alpha1.MachineOSConfigLabel: "reuse"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(builds.Items) != 2 {
+		t.Errorf("%d builds, want A and B only", len(builds.Items))
+	}
+}
+
+func assertNoSecret(t *testing.T, password string, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		raw, _ := json.Marshal(o)
+		if strings.Contains(string(raw), password) {
+			t.Errorf("%T %s carries the registry password", o, o.GetName())
+		}
+	}
+}
+
+func TestFailureKeepsCurrentImageAndSaysWhy(t *testing.T) {
+	f := newFixture(t, "fail")
+	startController(t, f.reg, 0)
+	f.mosc()
+	a := waitBuild(t, "fail")
+	imageA := f.succeed(a)
+	waitCondition(t, a.Name, v1alpha1.BuildSucceeded)
+
+	f.setRendered("2")
+	b := waitBuild(t, "fail", a.Name)
+	report, _ := json.Marshal(job.TerminationMessage{
+		Step: v1alpha1.BuildStepBuild, Message: "Containerfile line 7: RUN false: exit status 1",
+		LogTail: "STEP 3/4: RUN false\nError: building at STEP \"RUN false\": exit status 1",
+	})
+	finishPod(t, b, corev1.PodFailed, 3, string(report))
+	failJob(t, b)
+
+	b = waitCondition(t, b.Name, v1alpha1.BuildFailed)
+	if b.Status.Failure == nil || b.Status.Failure.Step != v1alpha1.BuildStepBuild || !strings.Contains(b.Status.Failure.Message, "line 7") {
+		t.Errorf("failure %+v, want step Build naming line 7", b.Status.Failure)
+	}
+	if c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.BuildFailed); c == nil || !strings.Contains(c.Message, "line 7") || !strings.Contains(c.Message, "RUN false") {
+		t.Errorf("Failed condition %+v lacks the line and the log", c)
+	}
+	eventually(t, "the config and the pool say why, and keep image A", func() error {
+		m := getMOSC(t, "fail")
+		if m.Status.CurrentImagePullSpec != imageA {
+			return fmt.Errorf("current image moved to %q", m.Status.CurrentImagePullSpec)
+		}
+		if d := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConfigDegraded); d == nil || d.Status != metav1.ConditionTrue || !strings.Contains(d.Message, "line 7") {
+			return fmt.Errorf("Degraded %+v", d)
+		}
+		pool := &v1alpha1.MachineConfigPool{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "fail"}, pool); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.PoolImageBuildDegraded); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "line 7") {
+			return fmt.Errorf("pool ImageBuildDegraded %+v", c)
+		}
+		return nil
+	})
+}
+
+// failJob writes what the Job controller writes when a Job gives up.
+func failJob(t *testing.T, b *v1alpha1.MachineOSBuild) {
+	t.Helper()
+	ctx := context.Background()
+	j := &batchv1.Job{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: job.JobName(b.Name)}, j); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	j.Status.StartTime = &now
+	j.Status.Failed = 1
+	j.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonPodFailurePolicy, LastTransitionTime: now},
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonPodFailurePolicy, LastTransitionTime: now},
+	}
+	if err := env.Client.Status().Update(ctx, j); err != nil {
+		t.Fatalf("write Job status: %v", err)
+	}
+}
+
+func TestRebuildAnnotation(t *testing.T) {
+	f := newFixture(t, "rebuild")
+	startController(t, f.reg, 0)
+	f.mosc()
+	a := waitBuild(t, "rebuild")
+	f.succeed(a)
+	a = waitCondition(t, a.Name, v1alpha1.BuildSucceeded)
+
+	m := getMOSC(t, "rebuild")
+	m.Annotations = map[string]string{v1alpha1.RebuildAnnotation: ""}
+	if err := env.Client.Update(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a new build of the same inputs", func() error {
+		b, err := getBuild(a.Name)
+		if err != nil {
+			return err
+		}
+		if b.UID == a.UID {
+			return errors.New("same build")
+		}
+		if terminal(b) {
+			return errors.New("new build already terminal")
+		}
+		if _, ok := getMOSC(t, "rebuild").Annotations[v1alpha1.RebuildAnnotation]; ok {
+			return errors.New("annotation not removed")
+		}
+		return nil
+	})
+}
+
+func TestHistorySparesImagesNodesUse(t *testing.T) {
+	f := newFixture(t, "hist")
+	startController(t, f.reg, 1)
+	f.mosc()
+	var builds []*v1alpha1.MachineOSBuild
+	var images []string
+	for v := 1; v <= 4; v++ {
+		if v > 1 {
+			f.setRendered(fmt.Sprint(v))
+		}
+		var not []string
+		for _, b := range builds {
+			not = append(not, b.Name)
+		}
+		b := waitBuild(t, "hist", not...)
+		images = append(images, f.succeed(b))
+		builds = append(builds, waitCondition(t, b.Name, v1alpha1.BuildSucceeded))
+		if v == 1 {
+			// A node still runs the first image.
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "hist-node", Annotations: map[string]string{v1alpha1.CurrentImageAnnotation: images[0]}}}
+			f.create(node)
+		}
+	}
+	// Kept: the current (4), the one a node runs (1), and one more of
+	// history (3). Build 2 goes with its image.
+	eventually(t, "build 2 is collected", func() error {
+		if _, err := getBuild(builds[1].Name); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("build 2: %w", err)
+		}
+		return nil
+	})
+	for _, i := range []int{0, 2, 3} {
+		if _, err := getBuild(builds[i].Name); err != nil {
+			t.Errorf("build %d: %v", i+1, err)
+		}
+	}
+	ref, _ := name.ParseReference(images[1], name.Insecure)
+	if _, err := remote.Head(ref, remote.WithAuth(f.reg.Auth())); err == nil {
+		t.Error("the image of the collected build is still in the registry")
+	}
+	ref, _ = name.ParseReference(images[0], name.Insecure)
+	if _, err := remote.Head(ref, remote.WithAuth(f.reg.Auth())); err != nil {
+		t.Errorf("the image a node runs was deleted: %v", err)
+	}
+}
+
+func TestBadInputIsACondition(t *testing.T) {
+	f := newFixture(t, "bad")
+	startController(t, f.reg, 0)
+	// A pool that another MachineOSConfig layers already.
+	f.create(&v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: "taken"}})
+	f.mosc(func(m *v1alpha1.MachineOSConfig) { m.Name, m.Spec.MachineConfigPool.Name = "taken-first", "taken" })
+	cases := []struct {
+		name   string
+		mutate func(*v1alpha1.MachineOSConfig)
+		reason string
+		want   string
+	}{
+		{"bad-pool", func(m *v1alpha1.MachineOSConfig) { m.Spec.MachineConfigPool.Name = "no-such-pool" },
+			v1alpha1.ReasonUnknownPool, `spec.machineConfigPool.name: MachineConfigPool "no-such-pool" not found`},
+		{"bad-second", func(m *v1alpha1.MachineOSConfig) { m.Spec.MachineConfigPool.Name = "taken" },
+			v1alpha1.ReasonPoolConflict, "spec.machineConfigPool.name: pool taken is already layered by MachineOSConfig taken-first"},
+		{"bad-secret", func(m *v1alpha1.MachineOSConfig) { m.Spec.RenderedImagePushSecret.Name = "nope" },
+			v1alpha1.ReasonMissingSecret, "spec.renderedImagePushSecret.name: Secret strata-system/nope not found"},
+		{"bad-registry", func(m *v1alpha1.MachineOSConfig) { m.Spec.BaseImagePullSpec = "127.0.0.1:1/strata/base:1" },
+			v1alpha1.ReasonBaseUnreachable, "spec.baseImagePullSpec"},
+		{"bad-containerfile", func(m *v1alpha1.MachineOSConfig) {
+			m.Spec.ContainerFile = []v1alpha1.MachineOSContainerfile{{ContainerfileArch: v1alpha1.ContainerfileArchNoArch, Content: "FROM scratch"}}
+		}, v1alpha1.ReasonInvalidInput, "spec.containerFile[0]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			defer deleteMOSC(tc.name) // one pool, one MachineOSConfig at a time
+			f.mosc(func(m *v1alpha1.MachineOSConfig) {
+				m.Name = tc.name
+				tc.mutate(m)
+			})
+			eventually(t, "Degraded names the field", func() error {
+				m := getMOSC(t, tc.name)
+				d := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConfigDegraded)
+				if d == nil || d.Status != metav1.ConditionTrue || d.Reason != tc.reason || !strings.Contains(d.Message, tc.want) {
+					return fmt.Errorf("Degraded %+v", d)
+				}
+				return nil
+			})
+			var builds v1alpha1.MachineOSBuildList
+			if err := env.Client.List(context.Background(), &builds, client.MatchingLabels{v1alpha1.MachineOSConfigLabel: tc.name}); err != nil {
+				t.Fatal(err)
+			}
+			if len(builds.Items) != 0 {
+				t.Errorf("bad input made %d builds", len(builds.Items))
+			}
+		})
+	}
+}
+
+func TestRestartAdoptsRunningJobAndDeleteCleansUp(t *testing.T) {
+	f := newFixture(t, "adopt")
+	stop := startController(t, f.reg, 0)
+	f.mosc()
+	a := waitBuild(t, "adopt")
+	uid, _ := jobUID(t, a.Name)
+	stop() // the controller dies mid-build
+
+	startController(t, f.reg, 0)
+	// The restarted controller adopts the Job: same build, same Job.
+	imageA := f.succeed(a)
+	waitCondition(t, a.Name, v1alpha1.BuildSucceeded)
+	if got, _ := jobUID(t, a.Name); got != uid {
+		t.Errorf("Job was recreated after the restart (uid %s, was %s)", got, uid)
+	}
+	eventually(t, "current image", func() error {
+		if got := getMOSC(t, "adopt").Status.CurrentImagePullSpec; got != imageA {
+			return fmt.Errorf("current %q", got)
+		}
+		return nil
+	})
+
+	if err := env.Client.Delete(context.Background(), getMOSC(t, "adopt")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the config, its builds and Jobs are gone", func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "adopt"}, &v1alpha1.MachineOSConfig{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("MachineOSConfig: %w", err)
+		}
+		if _, err := getBuild(a.Name); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("build: %w", err)
+		}
+		if _, ok := jobUID(t, a.Name); ok {
+			return errors.New("Job still there")
+		}
+		return nil
+	})
+	pool := &v1alpha1.MachineConfigPool{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "adopt"}, pool); err != nil {
+		t.Fatal(err)
+	}
+	if claim, ok := pool.Annotations[v1alpha1.LayeredByAnnotation]; ok {
+		t.Errorf("the pool is still claimed by %q", claim)
+	}
+	if meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.PoolImageBuildDegraded) != nil {
+		t.Error("the pool still has ImageBuildDegraded")
+	}
+}

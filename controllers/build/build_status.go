@@ -1,0 +1,154 @@
+package build
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/poolstatus"
+)
+
+// buildState is where a build is; the conditions follow from it.
+type buildState string
+
+const (
+	statePrepared    buildState = "Prepared"
+	stateBuilding    buildState = "Building"
+	stateSucceeded   buildState = "Succeeded"
+	stateFailed      buildState = "Failed"
+	stateInterrupted buildState = "Interrupted"
+)
+
+// setBuildConditions sets all five conditions of a build from its state,
+// every time, so that kubectl's columns and `kubectl wait` always find
+// them.
+func setBuildConditions(b *v1alpha1.MachineOSBuild, state buildState, message string) {
+	message = statusMessage(message)
+	set := func(t string, on bool, reason string) {
+		status := metav1.ConditionFalse
+		if on {
+			status = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
+			Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: b.Generation,
+		})
+	}
+	reason := map[buildState]string{
+		statePrepared:    v1alpha1.ReasonBuildPending,
+		stateBuilding:    v1alpha1.ReasonBuildRunning,
+		stateSucceeded:   v1alpha1.ReasonBuildSucceeded,
+		stateFailed:      v1alpha1.ReasonBuildFailed,
+		stateInterrupted: v1alpha1.ReasonBuildInterrupted,
+	}[state]
+	set(v1alpha1.BuildPrepared, true, reason)
+	set(v1alpha1.BuildBuilding, state == stateBuilding, reason)
+	set(v1alpha1.BuildSucceeded, state == stateSucceeded, reason)
+	set(v1alpha1.BuildFailed, state == stateFailed, reason)
+	set(v1alpha1.BuildInterrupted, state == stateInterrupted, reason)
+}
+
+func isTrue(b *v1alpha1.MachineOSBuild, t string) bool {
+	return meta.IsStatusConditionTrue(b.Status.Conditions, t)
+}
+
+// terminal builds never change again.
+func terminal(b *v1alpha1.MachineOSBuild) bool {
+	return isTrue(b, v1alpha1.BuildSucceeded) || isTrue(b, v1alpha1.BuildFailed) || isTrue(b, v1alpha1.BuildInterrupted)
+}
+
+// setConfigStatus computes the MachineOSConfig's status: the build of the
+// current inputs, the image nodes should run (only ever moved forward by a
+// succeeded build), and the Ready and Degraded conditions.
+func setConfigStatus(s *scope) {
+	mosc := s.mosc
+	mosc.Status.ObservedGeneration = mosc.Generation
+	ready := metav1.Condition{Type: v1alpha1.ConfigReady, Status: metav1.ConditionFalse, ObservedGeneration: mosc.Generation}
+	degraded := metav1.Condition{Type: v1alpha1.ConfigDegraded, Status: metav1.ConditionFalse, ObservedGeneration: mosc.Generation,
+		Reason: v1alpha1.ReasonAsExpected, Message: "The inputs can be built"}
+	switch {
+	case s.problem != nil:
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, s.problem.reason, s.problem.message
+		ready.Reason, ready.Message = s.problem.reason, "Nothing is built until the inputs are fixed; nodes keep their image"
+	case s.waiting != "":
+		ready.Reason, ready.Message = v1alpha1.ReasonNoRenderedConfig, s.waiting
+	case s.build != nil:
+		mosc.Status.MachineOSBuild = &v1alpha1.LocalObjectReference{Name: s.build.Name}
+		b := s.build
+		switch {
+		case isTrue(b, v1alpha1.BuildSucceeded):
+			mosc.Status.CurrentImagePullSpec = b.Status.DigestedImagePushSpec
+			ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.ReasonBuildSucceeded, "Image "+b.Status.DigestedImagePushSpec+" is built from the current inputs"
+		case isTrue(b, v1alpha1.BuildFailed):
+			msg := "Build " + b.Name + " " + failureMessage(b.Status.Failure)
+			degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.ReasonBuildFailed, msg
+			ready.Reason, ready.Message = v1alpha1.ReasonBuildFailed, "The newest build failed; nodes keep their image"
+		default:
+			ready.Reason, ready.Message = v1alpha1.ReasonBuildRunning, "Build "+b.Name+" is running"
+		}
+	}
+	ready.Message = statusMessage(ready.Message)
+	degraded.Message = statusMessage(degraded.Message)
+	meta.SetStatusCondition(&mosc.Status.Conditions, ready)
+	meta.SetStatusCondition(&mosc.Status.Conditions, degraded)
+}
+
+// setPoolStatus sets the pool's ImageBuildDegraded condition (and with it
+// Degraded) from the MachineOSConfig's Degraded condition.
+func (r *Reconciler) setPoolStatus(ctx context.Context, s *scope) error {
+	if s.pool == nil {
+		return nil
+	}
+	pool := s.pool.DeepCopy()
+	cond := metav1.Condition{Type: v1alpha1.PoolImageBuildDegraded, ObservedGeneration: pool.Generation}
+	if d := meta.FindStatusCondition(s.mosc.Status.Conditions, v1alpha1.ConfigDegraded); d != nil && d.Status == metav1.ConditionTrue {
+		cond.Status, cond.Reason = metav1.ConditionTrue, d.Reason
+		cond.Message = fmt.Sprintf("MachineOSConfig %s: %s", s.mosc.Name, d.Message)
+	} else {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonAsExpected, "MachineOSConfig "+s.mosc.Name+" builds"
+	}
+	cond.Message = statusMessage(cond.Message)
+	meta.SetStatusCondition(&pool.Status.Conditions, cond)
+	poolstatus.SetDegraded(pool)
+	if equality.Semantic.DeepEqual(pool.Status, s.pool.Status) {
+		return nil
+	}
+	if err := patchStatus(ctx, r.Client, s.pool, pool); err != nil {
+		return fmt.Errorf("patch status of pool %s: %w", pool.Name, err)
+	}
+	return nil
+}
+
+// releasePool undoes what a deleted MachineOSConfig set on its pool: its
+// claim and the ImageBuildDegraded condition (an unlayered pool builds
+// nothing). A pool another MachineOSConfig layers is left alone.
+func (r *Reconciler) releasePool(ctx context.Context, mosc *v1alpha1.MachineOSConfig) error {
+	pool := &v1alpha1.MachineConfigPool{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: mosc.Spec.MachineConfigPool.Name}, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if claim := pool.Annotations[v1alpha1.LayeredByAnnotation]; claim != mosc.Name {
+		return nil
+	}
+	before := pool.DeepCopy()
+	if meta.RemoveStatusCondition(&pool.Status.Conditions, v1alpha1.PoolImageBuildDegraded) {
+		poolstatus.SetDegraded(pool)
+		if err := patchStatus(ctx, r.Client, before, pool); err != nil {
+			return fmt.Errorf("patch status of pool %s: %w", pool.Name, err)
+		}
+		before = pool.DeepCopy()
+	}
+	delete(pool.Annotations, v1alpha1.LayeredByAnnotation)
+	if err := r.Client.Patch(ctx, pool, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("release pool %s: %w", pool.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+package build
+
+import (
+	"errors"
+
+	"github.com/strata-dev/strata/builder/job"
+)
+
+// DefaultHistory is how many finished builds a MachineOSConfig keeps
+// besides the current one.
+const DefaultHistory = 3
+
+// Config is the build controller's part of the controller configuration.
+type Config struct {
+	// Namespace holds the build Jobs, their ConfigMaps and the Secrets
+	// MachineOSConfigs name.
+	Namespace string `json:"namespace,omitempty"`
+	// BuilderImage runs the builds (Debian + buildah).
+	BuilderImage string `json:"builderImage"`
+	// Arch is the nodes' architecture, which picks the Containerfile
+	// entry (amd64, arm64, ppc64le, s390x).
+	Arch string `json:"arch,omitempty"`
+	// Placement of build pods (node selector, tolerations, resources,
+	// host network).
+	Placement job.Placement `json:"placement,omitempty"`
+	// BackoffLimit bounds the retries of a build Job.
+	BackoffLimit int32 `json:"backoffLimit,omitempty"`
+	// ActiveDeadlineSeconds bounds a build's run time.
+	ActiveDeadlineSeconds int64 `json:"activeDeadlineSeconds,omitempty"`
+	// InsecureRegistries are host[:port]s reached over plain HTTP.
+	InsecureRegistries []string `json:"insecureRegistries,omitempty"`
+	// History is how many finished builds to keep per MachineOSConfig.
+	History int `json:"history,omitempty"`
+}
+
+// withDefaults fills what was left empty.
+func (c Config) withDefaults() (Config, error) {
+	if c.Namespace == "" {
+		c.Namespace = "strata-system"
+	}
+	if c.Arch == "" {
+		c.Arch = "amd64"
+	}
+	if c.History <= 0 {
+		c.History = DefaultHistory
+	}
+	if c.BackoffLimit < 0 {
+		return c, errors.New("backoffLimit must not be negative")
+	}
+	if c.BuilderImage == "" {
+		return c, errors.New("builderImage is required")
+	}
+	return c, nil
+}
+
+func (c Config) jobConfig() job.Config {
+	return job.Config{
+		Namespace:             c.Namespace,
+		BuilderImage:          c.BuilderImage,
+		Placement:             c.Placement,
+		BackoffLimit:          c.BackoffLimit,
+		ActiveDeadlineSeconds: c.ActiveDeadlineSeconds,
+		InsecureRegistries:    c.InsecureRegistries,
+	}
+}

@@ -1,0 +1,162 @@
+package build
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/internal/registry"
+)
+
+// inputs is everything a build is made from.
+type inputs struct {
+	rendered *v1alpha1.MachineConfig
+	base     string // registry/repository@sha256:...
+	result   *containerfile.Result
+	hash     string
+}
+
+// gatherInputs reads and checks everything the build depends on. Bad
+// input sets s.problem (a condition naming the object and field) and
+// returns nil inputs: nothing is built and nothing running is touched.
+func (r *Reconciler) gatherInputs(ctx context.Context, s *scope) (*inputs, error) {
+	mosc := s.mosc
+	pool := &v1alpha1.MachineConfigPool{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: mosc.Spec.MachineConfigPool.Name}, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.problem = &problem{v1alpha1.ReasonUnknownPool, fmt.Sprintf(
+				"spec.machineConfigPool.name: MachineConfigPool %q not found", mosc.Spec.MachineConfigPool.Name)}
+			return nil, nil
+		}
+		return nil, err
+	}
+	if other, err := r.claimPool(ctx, mosc, pool); err != nil || other != "" {
+		if other != "" {
+			s.problem = &problem{v1alpha1.ReasonPoolConflict, fmt.Sprintf(
+				"spec.machineConfigPool.name: pool %s is already layered by MachineOSConfig %s; a pool takes one", pool.Name, other)}
+		}
+		return nil, err
+	}
+	s.pool = pool
+
+	baseKC, err := r.keychain(ctx, s, "spec.baseImagePullSecret", mosc.Spec.BaseImagePullSecret)
+	if err != nil || s.problem != nil {
+		return nil, err
+	}
+	pushRef := mosc.Spec.RenderedImagePushSecret
+	if s.pushKC, err = r.keychain(ctx, s, "spec.renderedImagePushSecret", &pushRef); err != nil || s.problem != nil {
+		return nil, err
+	}
+	// Nodes pull with this one; the build does not, but a missing Secret
+	// would only show at rollout, so say it now.
+	if _, err := r.keychain(ctx, s, "spec.renderedImagePullSecret", mosc.Spec.RenderedImagePullSecret); err != nil || s.problem != nil {
+		return nil, err
+	}
+
+	if pool.Status.Configuration.Name == "" {
+		s.waiting = fmt.Sprintf("MachineConfigPool %s has no rendered configuration yet", pool.Name)
+		return nil, nil
+	}
+	rendered := &v1alpha1.MachineConfig{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: pool.Status.Configuration.Name}, rendered); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.waiting = fmt.Sprintf("rendered MachineConfig %s of pool %s not found", pool.Status.Configuration.Name, pool.Name)
+			return nil, nil
+		}
+		return nil, err
+	}
+
+	baseSpec, baseField := mosc.Spec.BaseImagePullSpec, "spec.baseImagePullSpec"
+	if baseSpec == "" {
+		baseSpec, baseField = rendered.Spec.OSImageURL, "osImageURL of rendered MachineConfig "+rendered.Name
+	}
+	if baseSpec == "" {
+		s.problem = &problem{v1alpha1.ReasonNoBaseImage,
+			"no base image: set spec.baseImagePullSpec or the osImageURL of a MachineConfig of pool " + pool.Name}
+		return nil, nil
+	}
+	base, err := r.Registry.Resolve(ctx, baseSpec, baseKC)
+	if err != nil {
+		s.problem = &problem{v1alpha1.ReasonBaseUnreachable, fmt.Sprintf("%s: %v", baseField, err)}
+		return nil, nil
+	}
+
+	result, err := containerfile.Render(containerfile.Input{
+		ConfigName:     rendered.Name,
+		Pool:           pool.Name,
+		Spec:           &rendered.Spec,
+		BaseImage:      base,
+		Arch:           r.Config.Arch,
+		Containerfiles: mosc.Spec.ContainerFile,
+	})
+	if err != nil {
+		s.problem = &problem{v1alpha1.ReasonInvalidInput, fmt.Sprintf("MachineOSConfig %s with rendered MachineConfig %s: %v", mosc.Name, rendered.Name, err)}
+		return nil, nil
+	}
+	return &inputs{
+		rendered: rendered,
+		base:     base,
+		result:   result,
+		hash:     inputsHash(result.InputHash, &mosc.Spec, r.Config.BuilderImage),
+	}, nil
+}
+
+// keychain reads a dockerconfigjson Secret named by a MachineOSConfig
+// field. A nil reference is anonymous access; a missing or malformed
+// Secret is a problem naming the field. Secret contents never leave this
+// function except as credentials for registry calls.
+func (r *Reconciler) keychain(ctx context.Context, s *scope, fieldName string, ref *v1alpha1.SecretReference) (authn.Keychain, error) {
+	if ref == nil {
+		return registry.Keychain(nil)
+	}
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Config.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.problem = &problem{v1alpha1.ReasonMissingSecret, fmt.Sprintf("%s.name: Secret %s/%s not found", fieldName, r.Config.Namespace, ref.Name)}
+			return nil, nil
+		}
+		return nil, err
+	}
+	kc, err := registry.Keychain(secret)
+	if err != nil {
+		s.problem = &problem{v1alpha1.ReasonInvalidSecret, fmt.Sprintf("%s.name: %v", fieldName, err)}
+		return nil, nil
+	}
+	return kc, nil
+}
+
+// claimPool makes mosc the one MachineOSConfig of the pool, unless
+// another live one claimed it first; it returns that one's name. The claim
+// is an annotation on the pool written with an optimistic lock, so two
+// MachineOSConfigs racing for a pool cannot both win.
+func (r *Reconciler) claimPool(ctx context.Context, mosc *v1alpha1.MachineOSConfig, pool *v1alpha1.MachineConfigPool) (string, error) {
+	claim := pool.Annotations[v1alpha1.LayeredByAnnotation]
+	if claim == mosc.Name {
+		return "", nil
+	}
+	if claim != "" {
+		holder := &v1alpha1.MachineOSConfig{}
+		err := r.Client.Get(ctx, client.ObjectKey{Name: claim}, holder)
+		switch {
+		case err == nil && holder.DeletionTimestamp.IsZero() && holder.Spec.MachineConfigPool.Name == pool.Name:
+			return claim, nil
+		case err != nil && !apierrors.IsNotFound(err):
+			return "", err
+		}
+	}
+	before := pool.DeepCopy()
+	if pool.Annotations == nil {
+		pool.Annotations = map[string]string{}
+	}
+	pool.Annotations[v1alpha1.LayeredByAnnotation] = mosc.Name
+	if err := r.Client.Patch(ctx, pool, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return "", fmt.Errorf("claim pool %s: %w", pool.Name, err)
+	}
+	return "", nil
+}
