@@ -36,6 +36,13 @@ if [[ -f $journal ]]; then
 	"$here/down.sh"
 fi
 
+# Another cluster (say, from another checkout) would answer our health
+# checks and make this one look up; refuse instead.
+ports=("$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT" "$SCHEDULER_PORT" "$KUBELET_PORT" "$KUBELET_HEALTHZ_PORT")
+filter=$(printf 'sport = :%s or ' "${ports[@]}")
+busy=$(ss -Hltn "( ${filter% or } )" 2>/dev/null || true)
+[[ -z $busy ]] || die "the test cluster's ports are in use (another test cluster? make cluster-down in its checkout): $(echo $busy)"
+
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl registry crane; do
 	[[ -x $bin/$b ]] || die "$bin/$b missing; run hack/setup-infra.sh cluster (make cluster-up does)"
 done
@@ -251,6 +258,7 @@ cat >"$state/kubelet-config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 127.0.0.1
+port: $KUBELET_PORT
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: $KUBELET_HEALTHZ_PORT
