@@ -85,7 +85,8 @@ apt_ensure() { # COMMAND... then -- PACKAGE...
 }
 
 envtest() {
-	apt_ensure buildah skopeo -- buildah skopeo
+	# busybox-static: the base image of the renderer's and builder's real build tests.
+	apt_ensure buildah skopeo /bin/busybox -- buildah skopeo busybox-static
 	build_etcd
 	build_kube kube-apiserver kubectl
 	go_install registry github.com/distribution/distribution/v3/cmd/registry "$REGISTRY_VERSION"
