@@ -2,13 +2,9 @@ package containerfile
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,14 +14,13 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/testhost"
+	"github.com/strata-dev/strata/internal/testregistry"
 )
 
 // TestBuildahBuild builds a rendered context for real: a local
@@ -34,16 +29,16 @@ import (
 // checks that the image holds what the configuration says, with modes and
 // owners, and that two builds give one digest.
 func TestBuildahBuild(t *testing.T) {
-	registryBin := findBinary(t, "registry", "hack/setup-infra.sh envtest")
-	buildah := findBinary(t, "buildah", "hack/setup-infra.sh envtest (Debian package buildah)")
-	const busybox = "/bin/busybox"
-	if _, err := os.Stat(busybox); err != nil {
-		t.Fatalf("%s is missing: apt-get install busybox-static (%v)", busybox, err)
+	buildah, err := exec.LookPath("buildah")
+	if err != nil {
+		t.Fatalf("buildah is not installed: apt-get install buildah (%v)", err)
 	}
+	busybox := testregistry.Busybox(t)
 	testhost.UseBuildah(t)
 
-	host := startRegistry(t, registryBin)
-	base := pushBusybox(t, host, busybox)
+	reg := testregistry.Start(t, "")
+	host := reg.Host
+	base := reg.Push(t, "strata/busybox:latest", busybox)
 
 	cfg := `{"ignition":{"version":"3.5.0"},
 	"storage":{
@@ -138,162 +133,17 @@ func TestBuildahBuild(t *testing.T) {
 	}
 }
 
-// findBinary finds name on PATH, then in the repository's .infra/bin.
-// A missing tool fails the test: a skip would hide that nothing was
-// tested.
-func findBinary(t *testing.T, name, how string) string {
-	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	p, err := filepath.Abs(filepath.Join("..", ".infra", "bin", name))
-	if err == nil {
-		if _, err = os.Stat(p); err == nil {
-			return p
-		}
-	}
-	t.Fatalf("%s not found on PATH or in .infra/bin; install it with %s", name, how)
-	return ""
-}
-
-// cleanEnv is the environment without variables that would configure the
-// registry or buildah behind the test's back.
+// cleanEnv is the environment without variables that would configure
+// buildah behind the test's back.
 func cleanEnv(extra ...string) []string {
 	var env []string
 	for _, e := range os.Environ() {
-		if strings.HasPrefix(e, "REGISTRY_") || strings.HasPrefix(e, "TMPDIR=") || strings.HasPrefix(e, "CONTAINERS_") || strings.HasPrefix(e, "BUILDAH_") {
+		if strings.HasPrefix(e, "TMPDIR=") || strings.HasPrefix(e, "CONTAINERS_") || strings.HasPrefix(e, "BUILDAH_") {
 			continue
 		}
 		env = append(env, e)
 	}
 	return append(env, extra...)
-}
-
-func startRegistry(t *testing.T, bin string) string {
-	t.Helper()
-	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	conf := filepath.Join(dir, "config.yml")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`version: 0.1
-log:
-  level: error
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: %s
-http:
-  addr: %s
-`, filepath.Join(dir, "data"), addr)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	cmd := exec.Command(bin, "serve", conf)
-	cmd.Env = cleanEnv("OTEL_TRACES_EXPORTER=none", "OTEL_SDK_DISABLED=true")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// The exit status of a killed registry says nothing; only wait for it.
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("registry log:\n%s", logs.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/v2/")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return addr
-			}
-		}
-		select {
-		case <-exited:
-			t.Fatalf("registry exited early (%v)\n%s", cmd.ProcessState, logs.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("registry on %s not ready after 30s: %v\n%s", addr, err, logs.String())
-		}
-	}
-}
-
-// pushBusybox pushes a one-layer busybox image and returns it by digest.
-func pushBusybox(t *testing.T, host, busybox string) string {
-	t.Helper()
-	bb, err := os.ReadFile(busybox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(busybox, "--list").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	add := func(h *tar.Header, data string) {
-		h.ModTime = epoch
-		h.Size = int64(len(data))
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.WriteString(tw, data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, d := range []string{"bin/", "etc/", "usr/", "usr/lib/", "var/"} {
-		add(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755}, "")
-	}
-	add(&tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777}, "")
-	add(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755}, string(bb))
-	for _, applet := range strings.Fields(string(out)) {
-		if applet != "busybox" {
-			add(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + applet, Linkname: "busybox", Mode: 0o777}, "")
-		}
-	}
-	add(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/passwd", Mode: 0o644}, "root:x:0:0:root:/root:/bin/sh\ncore:x:1000:1000:core:/var/home/core:/bin/sh\n")
-	add(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/group", Mode: 0o644}, "root:x:0:\ncore:x:1000:\n")
-	add(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/motd", Mode: 0o644}, "base motd\n")
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.ConfigFile(empty.Image, &v1.ConfigFile{Architecture: "amd64", OS: "linux",
-		RootFS: v1.RootFS{Type: "layers"}, Config: v1.Config{Cmd: []string{"/bin/sh"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err = mutate.AppendLayers(img, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := name.ParseReference(host+"/strata/busybox:latest", name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(ref, img); err != nil {
-		t.Fatal(err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return host + "/strata/busybox@" + d.String()
 }
 
 // buildAndPush builds the rendered context with buildah in fresh storage

@@ -4,13 +4,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,14 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,18 +27,11 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/internal/testhost"
+	"github.com/strata-dev/strata/internal/testregistry"
 )
 
-const (
-	regUser = "strata"
-	regPass = "s3cret-Passw0rd"
-)
-
-// testRegistry is a distribution registry on 127.0.0.1 with htpasswd auth.
-type testRegistry struct {
-	host string // 127.0.0.1:port
-	auth authn.Authenticator
-}
+// regPass is the test registry's password for user "strata".
+const regPass = "s3cret-Passw0rd"
 
 // TestBuildScript runs build.sh for real, as the build pod would: buildah
 // against a real registry with authentication, the pod's files laid out
@@ -56,27 +42,25 @@ func TestBuildScript(t *testing.T) {
 			t.Fatalf("%s is not installed: the build script test needs it (apt-get install -y buildah)", bin)
 		}
 	}
-	if _, err := os.Stat("/bin/busybox"); err != nil {
-		t.Fatalf("/bin/busybox is missing: the test builds its base image from it (apt-get install -y busybox-static): %v", err)
-	}
+	busybox := testregistry.Busybox(t)
 	testhost.UseBuildah(t)
-	reg := startRegistry(t)
-	base := pushBusybox(t, reg)
+	reg := testregistry.Start(t, regPass)
+	base := reg.Push(t, "test/busybox:latest", busybox)
 	secrets := map[string][]byte{
-		"base-pull": dockerConfig(reg.host, regUser, regPass),
-		"push":      dockerConfig(reg.host, regUser, regPass),
-		"bad-push":  dockerConfig(reg.host, regUser, "wrong-password"),
+		"base-pull": reg.DockerConfigJSON(regPass),
+		"push":      reg.DockerConfigJSON(regPass),
+		"bad-push":  reg.DockerConfigJSON("wrong-password"),
 	}
 	cfg := Config{
 		Namespace:          "strata-system",
 		BuilderImage:       "strata-builder:test",
 		BackoffLimit:       1,
-		InsecureRegistries: []string{reg.host},
+		InsecureRegistries: []string{reg.Host},
 	}
 
 	t.Run("Succeeds", func(t *testing.T) {
 		res := render(t, base, "RUN test -f /etc/motd && echo built > /etc/strata-built\n")
-		pushSpec := reg.host + "/test/built:ok"
+		pushSpec := reg.Host + "/test/built:ok"
 		tm, out := runBuild(t, cfg, Request{Build: build("worker-ok"), Result: res,
 			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: pushSpec}, secrets)
 		if tm.Digest == "" {
@@ -86,7 +70,7 @@ func TestBuildScript(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		img, err := remote.Image(ref, remote.WithAuth(reg.auth))
+		img, err := remote.Image(ref, remote.WithAuth(reg.Auth()))
 		if err != nil {
 			t.Fatalf("pushed image: %v", err)
 		}
@@ -116,7 +100,7 @@ func TestBuildScript(t *testing.T) {
 		var digests []string
 		for _, tag := range []string{"a", "b"} {
 			tm, out := runBuild(t, cfg, Request{Build: build("worker-same-" + tag), Result: res,
-				BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.host + "/test/same:" + tag}, secrets)
+				BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.Host + "/test/same:" + tag}, secrets)
 			if tm.Digest == "" {
 				t.Fatalf("no digest: %+v\n%s", tm, out)
 			}
@@ -132,7 +116,7 @@ func TestBuildScript(t *testing.T) {
 		res := render(t, base, noisy)
 		line := lineOf(t, res.Containerfile, strings.TrimSuffix(noisy, "\n"))
 		tm, out := runBuild(t, cfg, Request{Build: build("worker-noisy"), Result: res,
-			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.host + "/test/built:noisy"}, secrets)
+			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.Host + "/test/built:noisy"}, secrets)
 		if tm.Step != v1alpha1.BuildStepBuild || !strings.Contains(tm.Message, fmt.Sprintf("line %d: RUN", line)) ||
 			!strings.Contains(tm.Message, "exit status 7") {
 			t.Fatalf("report = %+v\n%s", tm, out)
@@ -147,7 +131,7 @@ func TestBuildScript(t *testing.T) {
 		strict.InsecureRegistries = nil
 		res := render(t, base, "")
 		tm, out := runBuild(t, strict, Request{Build: build("worker-strict"), Result: res,
-			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.host + "/test/built:strict"}, secrets)
+			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.Host + "/test/built:strict"}, secrets)
 		if tm.Step != v1alpha1.BuildStepPullBase || !strings.Contains(tm.Message, "HTTP response to HTTPS client") {
 			t.Fatalf("report = %+v, want PullBase refusing plain HTTP\n%s", tm, out)
 		}
@@ -157,7 +141,7 @@ func TestBuildScript(t *testing.T) {
 		res := render(t, base, "RUN echo before\nRUN false\n")
 		line := lineOf(t, res.Containerfile, "RUN false")
 		tm, out := runBuild(t, cfg, Request{Build: build("worker-run-false"), Result: res,
-			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.host + "/test/built:fail"}, secrets)
+			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.Host + "/test/built:fail"}, secrets)
 		if tm.Step != v1alpha1.BuildStepBuild {
 			t.Fatalf("step = %q, want Build: %+v\n%s", tm.Step, tm, out)
 		}
@@ -173,7 +157,7 @@ func TestBuildScript(t *testing.T) {
 	t.Run("WrongPushCredentialsIsAuth", func(t *testing.T) {
 		res := render(t, base, "")
 		tm, out := runBuild(t, cfg, Request{Build: build("worker-bad-push"), Result: res,
-			BaseImagePullSecret: "base-pull", PushSecret: "bad-push", PushSpec: reg.host + "/test/built:auth"}, secrets)
+			BaseImagePullSecret: "base-pull", PushSecret: "bad-push", PushSpec: reg.Host + "/test/built:auth"}, secrets)
 		if tm.Step != v1alpha1.BuildStepAuth || !strings.Contains(tm.Message, "push") {
 			t.Fatalf("report = %+v, want step Auth naming the push\n%s", tm, out)
 		}
@@ -182,17 +166,17 @@ func TestBuildScript(t *testing.T) {
 	t.Run("AnonymousPullOfProtectedBaseIsAuth", func(t *testing.T) {
 		res := render(t, base, "")
 		tm, out := runBuild(t, cfg, Request{Build: build("worker-anon"), Result: res,
-			PushSecret: "push", PushSpec: reg.host + "/test/built:anon"}, secrets)
+			PushSecret: "push", PushSpec: reg.Host + "/test/built:anon"}, secrets)
 		if tm.Step != v1alpha1.BuildStepAuth {
 			t.Fatalf("report = %+v, want step Auth\n%s", tm, out)
 		}
 	})
 
 	t.Run("MissingBaseIsPullBase", func(t *testing.T) {
-		missing := reg.host + "/test/nonexistent@sha256:" + strings.Repeat("ab", 32)
+		missing := reg.Host + "/test/nonexistent@sha256:" + strings.Repeat("ab", 32)
 		res := render(t, missing, "")
 		tm, out := runBuild(t, cfg, Request{Build: build("worker-no-base"), Result: res,
-			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.host + "/test/built:nobase"}, secrets)
+			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.Host + "/test/built:nobase"}, secrets)
 		if tm.Step != v1alpha1.BuildStepPullBase || !strings.Contains(tm.Message, "test/nonexistent") {
 			t.Fatalf("report = %+v, want step PullBase naming the image\n%s", tm, out)
 		}
@@ -355,187 +339,6 @@ func writeFile(t *testing.T, p string, data []byte) {
 	if err := os.WriteFile(p, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func dockerConfig(host, user, pass string) []byte {
-	b, _ := json.Marshal(map[string]any{"auths": map[string]any{
-		host: map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))},
-	}})
-	return b
-}
-
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-		t.Fatalf("repository root not found from the package directory: %v", err)
-	}
-	return dir
-}
-
-func startRegistry(t *testing.T) *testRegistry {
-	t.Helper()
-	bin := filepath.Join(repoRoot(t), ".infra", "bin", "registry")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("registry binary missing at %s (go install github.com/distribution/distribution/v3/cmd/registry@v3.1.2): %v", bin, err)
-	}
-	dir := t.TempDir()
-	hash, err := bcrypt.GenerateFromPassword([]byte(regPass), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(dir, "htpasswd"), []byte(regUser+":"+string(hash)+"\n"))
-
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	conf := fmt.Sprintf(`version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: %s
-http:
-  addr: %s
-auth:
-  htpasswd:
-    realm: strata-test
-    path: %s
-`, filepath.Join(dir, "data"), host, filepath.Join(dir, "htpasswd"))
-	writeFile(t, filepath.Join(dir, "config.yml"), []byte(conf))
-
-	cmd := exec.Command(bin, "serve", filepath.Join(dir, "config.yml"))
-	env := []string{"OTEL_TRACES_EXPORTER=none", "OTEL_SDK_DISABLED=true"}
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "REGISTRY_") && !strings.HasPrefix(e, "OTEL_") {
-			env = append(env, e)
-		}
-	}
-	cmd.Env = env
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start registry: %v", err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("registry log:\n%s", logs.String())
-		}
-	})
-
-	// Ready when /v2/ asks for credentials.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get("http://" + host + "/v2/")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusUnauthorized {
-				break
-			}
-		}
-		select {
-		case <-exited:
-			t.Fatalf("registry exited: %v\n%s", waitErr, logs.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("registry on %s not ready in 15s (last error %v)\n%s", host, err, logs.String())
-		}
-	}
-	return &testRegistry{host: host, auth: &authn.Basic{Username: regUser, Password: regPass}}
-}
-
-// pushBusybox pushes a busybox image made from the host's /bin/busybox
-// and returns it by digest.
-func pushBusybox(t *testing.T, reg *testRegistry) string {
-	t.Helper()
-	bb, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := exec.Command("/bin/busybox", "--list").Output()
-	if err != nil {
-		t.Fatalf("busybox --list: %v", err)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	hdr := func(h *tar.Header, data []byte) {
-		h.ModTime = time.Unix(0, 0)
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, d := range []string{"bin/", "etc/", "tmp/", "usr/", "var/"} {
-		mode := int64(0o755)
-		if d == "tmp/" {
-			mode = 0o1777
-		}
-		hdr(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode}, nil)
-	}
-	hdr(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(bb))}, bb)
-	for _, a := range strings.Fields(string(list)) {
-		if a != "busybox" {
-			hdr(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777}, nil)
-		}
-	}
-	passwd := []byte("root:x:0:0:root:/root:/bin/sh\n")
-	group := []byte("root:x:0:\n")
-	hdr(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/passwd", Mode: 0o644, Size: int64(len(passwd))}, passwd)
-	hdr(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/group", Mode: 0o644, Size: int64(len(group))}, group)
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	layerBytes := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerBytes)), nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.Append(empty.Image, mutate.Addendum{Layer: layer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := name.ParseReference(reg.host + "/test/busybox:latest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(ref, img, remote.WithAuth(reg.auth)); err != nil {
-		t.Fatalf("push busybox: %v", err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return reg.host + "/test/busybox@" + d.String()
 }
 
 // imageFiles returns the regular files of an image's flattened file
