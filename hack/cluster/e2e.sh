@@ -39,4 +39,6 @@ fi
 compile=""
 
 log "running the e2e suite"
-KUBECONFIG=$state/kubeconfig go test -tags e2e -count=1 -timeout 30m -v ./e2e/... -ginkgo.v
+flags=(-ginkgo.v)
+[[ -n ${CI:-} ]] && flags+=(-ginkgo.no-color)
+KUBECONFIG=$state/kubeconfig go test -tags e2e -count=1 -timeout 30m -v ./e2e/... "${flags[@]}"

@@ -107,12 +107,15 @@ if ! fresh busybox "$bb"; then
 	push_rootfs busybox "$work/rootfs/busybox" --cmd /bin/sh
 	stamp busybox "$bb"
 fi
-h=$( (echo "$bb" && cat "$root/images/os-base/os-release" && echo os-base-v1) | hash)
+h=$( (echo "$bb" && cat "$root/images/os-base/os-release" && echo os-base-v2) | hash)
 if ! fresh os-base "$h"; then
 	log "building image strata/os-base"
 	d=$work/rootfs/os-base
 	busybox_rootfs "$d"
-	mkdir -p "$d/usr/lib/systemd/system" "$d/etc/systemd/system" "$d/usr/lib/bootc/kargs.d"
+	# The directories of an image-mode OS that configuration lands in.
+	mkdir -p "$d/usr/lib/systemd/system" "$d/etc/systemd/system" "$d/usr/lib/bootc/kargs.d" \
+		"$d/usr/share" "$d/usr/local/bin" "$d/usr/libexec" "$d/var/lib" "$d/var/log" "$d/var/tmp"
+	chmod 1777 "$d/var/tmp"
 	cp "$root/images/os-base/os-release" "$d/usr/lib/os-release"
 	ln -s ../usr/lib/os-release "$d/etc/os-release"
 	echo strata-test >"$d/etc/hostname"
