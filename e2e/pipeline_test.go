@@ -1,0 +1,366 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/builder/job"
+	"github.com/strata-dev/strata/internal/scheme"
+)
+
+// The build pipeline end to end: the real strata-controller binary renders
+// a pool, builds its image in a Job with the builder image on the test
+// cluster, and pushes it to the local registry.
+
+const strataNS = "strata-system"
+
+var _ = Describe("The build pipeline", Ordered, func() {
+	var (
+		c          client.Client
+		controller *controllerProcess
+		mcCreated  time.Time
+		// first is the first build; the inputs return to it twice.
+		first *v1alpha1.MachineOSBuild
+	)
+
+	BeforeAll(func(ctx SpecContext) {
+		kubeconfig := os.Getenv("KUBECONFIG")
+		if kubeconfig == "" {
+			kubeconfig = filepath.Join("..", ".infra", "cluster", "kubeconfig")
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		Expect(err).NotTo(HaveOccurred())
+		s := scheme.New()
+		Expect(apiextensionsv1.AddToScheme(s)).To(Succeed())
+		c, err = client.New(cfg, client.Options{Scheme: s})
+		Expect(err).NotTo(HaveOccurred())
+
+		By("installing the CRDs")
+		installCRDs(ctx, c)
+		Expect(client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: strataNS}}))).To(Succeed())
+		// The local registry takes any credentials; the Secret is there
+		// because a push secret is required.
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: strataNS, Name: "e2e-push"},
+			Type:       corev1.SecretTypeDockerConfigJson,
+			Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"127.0.0.1:5000":{"auth":"ZTJlOmUyZQ=="}}}`)},
+		}
+		Expect(client.IgnoreAlreadyExists(c.Create(ctx, secret))).To(Succeed())
+
+		By("starting strata-controller")
+		controller = startController(kubeconfig)
+		DeferCleanup(func() { controller.stop() })
+		// Runs before the controller stops (cleanups run last in, first
+		// out): the MachineOSConfig's finalizer needs the controller.
+		DeferCleanup(func(ctx SpecContext) {
+			for _, obj := range []client.Object{
+				&v1alpha1.MachineOSConfig{ObjectMeta: metav1.ObjectMeta{Name: "e2e"}},
+				&v1alpha1.MachineConfig{ObjectMeta: metav1.ObjectMeta{Name: "50-e2e"}},
+				&v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: "e2e"}},
+			} {
+				Expect(client.IgnoreNotFound(c.Delete(ctx, obj))).To(Succeed())
+				Eventually(func() bool {
+					return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(obj), obj))
+				}).WithContext(ctx).WithTimeout(time.Minute).Should(BeTrue(), "%T %s is not deleted", obj, obj.GetName())
+			}
+		})
+	})
+
+	It("renders the pool and builds its image in a Job", SpecTimeout(10*time.Minute), func(ctx SpecContext) {
+		Expect(c.Create(ctx, &v1alpha1.MachineConfigPool{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e"},
+			Spec: v1alpha1.MachineConfigPoolSpec{
+				MachineConfigSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"e2e": "true"}},
+			},
+		})).To(Succeed())
+		Expect(c.Create(ctx, &v1alpha1.MachineOSConfig{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e"},
+			Spec: v1alpha1.MachineOSConfigSpec{
+				MachineConfigPool:       v1alpha1.LocalObjectReference{Name: "e2e"},
+				ImageBuilder:            v1alpha1.MachineOSImageBuilder{ImageBuilderType: v1alpha1.JobBuilder},
+				BaseImagePullSpec:       registry + "/strata/os-base:latest",
+				RenderedImagePushSecret: v1alpha1.SecretReference{Name: "e2e-push"},
+				RenderedImagePushSpec:   registry + "/strata/e2e-os:latest",
+				ContainerFile: []v1alpha1.MachineOSContainerfile{{
+					ContainerfileArch: v1alpha1.ContainerfileArchNoArch,
+					Content:           "RUN echo layered > /usr/share/strata-e2e",
+				}},
+			},
+		})).To(Succeed())
+		mcCreated = time.Now()
+		Expect(c.Create(ctx, machineConfig("hello from strata"))).To(Succeed())
+
+		build := waitBuild(ctx, c, "")
+		jobCreated := waitJob(ctx, build.Name)
+		GinkgoWriter.Printf("MEASURE MachineConfig created to build Job created: %s\n", jobCreated.Sub(mcCreated).Round(time.Millisecond))
+
+		build = waitBuildCondition(ctx, c, build.Name, v1alpha1.BuildSucceeded)
+		Expect(build.Status.BuildStart).NotTo(BeNil())
+		Expect(build.Status.BuildEnd).NotTo(BeNil())
+		GinkgoWriter.Printf("MEASURE MachineConfig created to image pushed: %s (Job start to end %s)\n",
+			build.Status.BuildEnd.Sub(mcCreated).Round(time.Second), build.Status.BuildEnd.Sub(build.Status.BuildStart.Time))
+		Expect(build.Status.DigestedImagePushSpec).To(MatchRegexp(`^127\.0\.0\.1:5000/strata/e2e-os@sha256:[a-f0-9]{64}$`))
+
+		By("checking the pushed image with crane")
+		files, labels := imageContent(ctx, build.Status.DigestedImagePushSpec)
+		Expect(files).To(HaveKeyWithValue("etc/strata/e2e.conf", "hello from strata"))
+		Expect(files).To(HaveKeyWithValue("usr/share/strata-e2e", "layered\n"))
+		Expect(files).To(HaveKey("usr/lib/bootc/kargs.d/10-strata.toml"))
+		Expect(files["usr/lib/bootc/kargs.d/10-strata.toml"]).To(ContainSubstring(`"strata.e2e=1"`))
+		Expect(labels).To(HaveKeyWithValue("machineconfiguration.strata.dev/pool", "e2e"))
+		Expect(labels).To(HaveKeyWithValue("machineconfiguration.strata.dev/rendered-config", build.Spec.MachineConfig.Name))
+		Expect(labels["machineconfiguration.strata.dev/base-image-digest"]).To(HavePrefix("sha256:"))
+
+		first = build
+		waitCurrent(ctx, c, first)
+	})
+
+	It("makes no new Job for the same inputs", SpecTimeout(2*time.Minute), func(ctx SpecContext) {
+		before := jobNames(ctx)
+		// Touch the MachineConfig without changing its content.
+		mc := &v1alpha1.MachineConfig{}
+		Expect(c.Get(ctx, client.ObjectKey{Name: "50-e2e"}, mc)).To(Succeed())
+		mc.Annotations = map[string]string{"e2e/touched": time.Now().String()}
+		Expect(c.Update(ctx, mc)).To(Succeed())
+		Consistently(func() []string { return jobNames(ctx) }).WithTimeout(10 * time.Second).Should(Equal(before))
+	})
+
+	It("reports a failing RUN with its Containerfile line and keeps the current image", SpecTimeout(10*time.Minute), func(ctx SpecContext) {
+		m := &v1alpha1.MachineOSConfig{}
+		Expect(c.Get(ctx, client.ObjectKey{Name: "e2e"}, m)).To(Succeed())
+		current := m.Status.CurrentImagePullSpec
+		previous := m.Status.MachineOSBuild.Name
+		m.Spec.ContainerFile[0].Content = "RUN echo about to fail\nRUN exit 7"
+		Expect(c.Update(ctx, m)).To(Succeed())
+
+		build := waitBuild(ctx, c, previous)
+		build = waitBuildCondition(ctx, c, build.Name, v1alpha1.BuildFailed)
+		Expect(build.Status.Failure).NotTo(BeNil())
+		Expect(build.Status.Failure.Step).To(Equal(v1alpha1.BuildStepBuild))
+		Expect(build.Status.Failure.Message).To(MatchRegexp(`Containerfile line \d+: RUN exit 7`))
+		Expect(build.Status.Failure.LogTail).NotTo(BeEmpty())
+		GinkgoWriter.Printf("Failure: %s\n", build.Status.Failure.Message)
+
+		Expect(c.Get(ctx, client.ObjectKey{Name: "e2e"}, m)).To(Succeed())
+		Expect(m.Status.CurrentImagePullSpec).To(Equal(current), "a failed build must not move the current image")
+		Expect(meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ConfigDegraded)).To(BeTrue())
+
+		By("going back to the first inputs, which reuses the first image")
+		m.Spec.ContainerFile[0].Content = "RUN echo layered > /usr/share/strata-e2e"
+		Expect(c.Update(ctx, m)).To(Succeed())
+		waitCurrent(ctx, c, first)
+	})
+
+	It("adopts the running Job after the controller is killed mid-build", SpecTimeout(10*time.Minute), func(ctx SpecContext) {
+		previous := first.Name
+		mc := &v1alpha1.MachineConfig{}
+		Expect(c.Get(ctx, client.ObjectKey{Name: "50-e2e"}, mc)).To(Succeed())
+		mc.Spec = machineConfig("changed while the controller dies").Spec
+		Expect(c.Update(ctx, mc)).To(Succeed())
+
+		build := waitBuild(ctx, c, previous)
+		waitJob(ctx, build.Name)
+		By("killing the controller while the build runs")
+		controller.kill()
+		controller = startController(controller.kubeconfig)
+
+		build = waitBuildCondition(ctx, c, build.Name, v1alpha1.BuildSucceeded)
+		var jobs []string
+		for _, n := range jobNames(ctx) {
+			if n == job.JobName(build.Name) {
+				jobs = append(jobs, n)
+			}
+		}
+		Expect(jobs).To(HaveLen(1), "one Job for the build, no duplicate")
+		files, _ := imageContent(ctx, build.Status.DigestedImagePushSpec)
+		Expect(files).To(HaveKeyWithValue("etc/strata/e2e.conf", "changed while the controller dies"))
+	})
+})
+
+func machineConfig(content string) *v1alpha1.MachineConfig {
+	ign := fmt.Sprintf(`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/strata/e2e.conf","mode":420,"contents":{"source":"data:,%s"}}]}}`,
+		strings.ReplaceAll(content, " ", "%20"))
+	return &v1alpha1.MachineConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: "50-e2e", Labels: map[string]string{"e2e": "true"}},
+		Spec: v1alpha1.MachineConfigSpec{
+			Config:          runtime.RawExtension{Raw: []byte(ign)},
+			KernelArguments: []string{"strata.e2e=1"},
+		},
+	}
+}
+
+func installCRDs(ctx context.Context, c client.Client) {
+	paths, err := filepath.Glob(filepath.Join("..", "config", "crd", "bases", "*.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(paths).To(HaveLen(4))
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		Expect(err).NotTo(HaveOccurred())
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		Expect(yaml.Unmarshal(raw, crd)).To(Succeed())
+		if err := c.Create(ctx, crd); apierrors.IsAlreadyExists(err) {
+			existing := &apiextensionsv1.CustomResourceDefinition{}
+			Expect(c.Get(ctx, client.ObjectKeyFromObject(crd), existing)).To(Succeed())
+			crd.ResourceVersion = existing.ResourceVersion
+			Expect(c.Update(ctx, crd)).To(Succeed())
+		} else {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Eventually(func(g Gomega) {
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(crd), got)).To(Succeed())
+			var established bool
+			for _, cond := range got.Status.Conditions {
+				established = established || (cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue)
+			}
+			g.Expect(established).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	}
+}
+
+// waitCurrent waits until the MachineOSConfig's build is b and its image
+// current.
+func waitCurrent(ctx context.Context, c client.Client, b *v1alpha1.MachineOSBuild) {
+	Eventually(func(g Gomega) {
+		m := &v1alpha1.MachineOSConfig{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: "e2e"}, m)).To(Succeed())
+		g.Expect(m.Status.MachineOSBuild).NotTo(BeNil())
+		g.Expect(m.Status.MachineOSBuild.Name).To(Equal(b.Name))
+		g.Expect(m.Status.CurrentImagePullSpec).To(Equal(b.Status.DigestedImagePushSpec))
+		g.Expect(meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ConfigReady)).To(BeTrue())
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+}
+
+// waitBuild waits for the MachineOSConfig's current build to be another
+// one than not.
+func waitBuild(ctx context.Context, c client.Client, not string) *v1alpha1.MachineOSBuild {
+	b := &v1alpha1.MachineOSBuild{}
+	Eventually(func(g Gomega) {
+		m := &v1alpha1.MachineOSConfig{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: "e2e"}, m)).To(Succeed())
+		g.Expect(m.Status.MachineOSBuild).NotTo(BeNil(), "conditions %+v", m.Status.Conditions)
+		g.Expect(m.Status.MachineOSBuild.Name).NotTo(Equal(not))
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: m.Status.MachineOSBuild.Name}, b)).To(Succeed())
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
+	return b
+}
+
+func waitJob(ctx context.Context, build string) time.Time {
+	var created time.Time
+	Eventually(func(g Gomega) {
+		_, err := clientset.BatchV1().Jobs(strataNS).Get(ctx, job.JobName(build), metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		created = time.Now()
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(50 * time.Millisecond).Should(Succeed())
+	return created
+}
+
+func waitBuildCondition(ctx context.Context, c client.Client, build, cond string) *v1alpha1.MachineOSBuild {
+	b := &v1alpha1.MachineOSBuild{}
+	Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: build}, b)).To(Succeed())
+		for _, other := range []string{v1alpha1.BuildSucceeded, v1alpha1.BuildFailed, v1alpha1.BuildInterrupted} {
+			if other != cond && meta.IsStatusConditionTrue(b.Status.Conditions, other) {
+				StopTrying(fmt.Sprintf("build %s ended %s, want %s: %+v", build, other, cond, b.Status.Failure)).Now()
+			}
+		}
+		g.Expect(meta.IsStatusConditionTrue(b.Status.Conditions, cond)).To(BeTrue(), "conditions %+v", b.Status.Conditions)
+	}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	return b
+}
+
+func jobNames(ctx context.Context) []string {
+	list, err := clientset.BatchV1().Jobs(strataNS).List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	var names []string
+	for _, j := range list.Items {
+		names = append(names, j.Name)
+	}
+	return names
+}
+
+// imageContent reads a pushed image's files and labels with crane.
+func imageContent(ctx context.Context, ref string) (map[string]string, map[string]string) {
+	files, err := imageFiles(ctx, ref)
+	Expect(err).NotTo(HaveOccurred())
+	raw, err := crane(ctx, "config", ref)
+	Expect(err).NotTo(HaveOccurred())
+	var cfg struct {
+		Config struct{ Labels map[string]string } `json:"config"`
+	}
+	Expect(json.Unmarshal([]byte(raw), &cfg)).To(Succeed())
+	return files, cfg.Config.Labels
+}
+
+// controllerProcess is a strata-controller binary run against the test
+// cluster, as an operator would run it.
+type controllerProcess struct {
+	cmd        *exec.Cmd
+	kubeconfig string
+	done       chan struct{}
+}
+
+var controllerBinary string
+
+func startController(kubeconfig string) *controllerProcess {
+	if controllerBinary == "" {
+		controllerBinary = filepath.Join(GinkgoT().TempDir(), "strata-controller")
+		out, err := exec.Command("go", "build", "-o", controllerBinary, "../cmd/strata-controller").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+	}
+	cfg := map[string]any{"build": map[string]any{
+		"builderImage":       registry + "/strata/builder:latest",
+		"namespace":          strataNS,
+		"backoffLimit":       0,
+		"insecureRegistries": []string{registry},
+		"placement":          map[string]any{"hostNetwork": true},
+	}}
+	raw, err := yaml.Marshal(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	cfgPath := filepath.Join(GinkgoT().TempDir(), "config.yaml")
+	Expect(os.WriteFile(cfgPath, raw, 0o600)).To(Succeed())
+
+	cmd := exec.Command(controllerBinary, "--config", cfgPath, "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
+	Expect(cmd.Start()).To(Succeed())
+	p := &controllerProcess{cmd: cmd, kubeconfig: kubeconfig, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	return p
+}
+
+// kill is a crash: SIGKILL, no cleanup.
+func (p *controllerProcess) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+func (p *controllerProcess) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.kill()
+	}
+}
