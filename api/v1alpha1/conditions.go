@@ -76,6 +76,11 @@ const (
 	// RebuildAnnotation on a MachineOSConfig forces a new build of the
 	// same inputs; the controller removes it once the build is made.
 	RebuildAnnotation = Prefix + "rebuild"
+	// CreatedAnnotation on a rendered MachineConfig or a MachineOSBuild
+	// records when the controller made it, to the nanosecond (RFC 3339):
+	// creationTimestamp has one-second resolution, and history must order
+	// objects made within a second too.
+	CreatedAnnotation = Prefix + "created"
 	// LayeredByAnnotation on a MachineConfigPool names the one
 	// MachineOSConfig that layers it.
 	LayeredByAnnotation = Prefix + "layered-by"

@@ -24,15 +24,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/history"
 	"github.com/strata-dev/strata/internal/registry"
 )
 
 // finalizer lets the controller delete a MachineOSConfig's builds, Jobs
 // and ConfigMaps before the MachineOSConfig goes.
 const finalizer = v1alpha1.Prefix + "build-cleanup"
-
-// createdAnnotation records when a build was made, to the nanosecond.
-const createdAnnotation = v1alpha1.Prefix + "created"
 
 // retryInputs is how soon inputs that may heal by themselves (an
 // unreachable registry) are tried again.
@@ -276,9 +274,7 @@ func (r *Reconciler) createBuild(ctx context.Context, s *scope, name string, in 
 				v1alpha1.MachineOSConfigLabel: s.mosc.Name,
 				v1alpha1.PoolLabel:            s.pool.Name,
 			},
-			// creationTimestamp has one-second resolution; history needs
-			// the order of builds made within a second too.
-			Annotations: map[string]string{createdAnnotation: time.Now().UTC().Format(time.RFC3339Nano)},
+			Annotations: map[string]string{v1alpha1.CreatedAnnotation: history.Stamp()},
 		},
 		Spec: v1alpha1.MachineOSBuildSpec{
 			MachineConfig:         v1alpha1.LocalObjectReference{Name: in.rendered.Name},

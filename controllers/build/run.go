@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
+	"github.com/strata-dev/strata/internal/history"
 )
 
 // runBuild makes sure the build's ConfigMap and Job exist (adopting them
@@ -202,7 +202,7 @@ func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 	if len(old) <= r.Config.History {
 		return nil
 	}
-	slices.SortFunc(old, func(a, b v1alpha1.MachineOSBuild) int { return newestFirst(&a, &b) })
+	slices.SortFunc(old, func(a, b v1alpha1.MachineOSBuild) int { return history.NewestFirst(&a, &b) })
 	for i := r.Config.History; i < len(old); i++ {
 		b := &old[i]
 		if image := b.Status.DigestedImagePushSpec; image != "" {
@@ -232,20 +232,4 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-3] + "..."
-}
-
-// newestFirst orders builds by when they were made, newest first, with
-// the name breaking ties so that every run agrees.
-func newestFirst(a, b *v1alpha1.MachineOSBuild) int {
-	if c := createdAt(b).Compare(createdAt(a)); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Name, b.Name)
-}
-
-func createdAt(b *v1alpha1.MachineOSBuild) time.Time {
-	if t, err := time.Parse(time.RFC3339Nano, b.Annotations[createdAnnotation]); err == nil {
-		return t
-	}
-	return b.CreationTimestamp.Time
 }

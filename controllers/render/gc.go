@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/history"
 )
 
 // collectGarbage deletes the pool's rendered configs that are neither its
@@ -39,22 +39,17 @@ func (r *Reconciler) collectGarbage(ctx context.Context, pool *v1alpha1.MachineC
 			unused = append(unused, mc)
 		}
 	}
-	history := r.History
-	if history <= 0 {
-		history = DefaultHistory
+	keep := r.History
+	if keep <= 0 {
+		keep = DefaultHistory
 	}
-	if len(unused) <= history {
+	if len(unused) <= keep {
 		return nil
 	}
-	// Newest first; the name breaks ties of the one-second timestamps so
-	// that every run picks the same ones.
-	slices.SortFunc(unused, func(a, b v1alpha1.MachineConfig) int {
-		if c := b.CreationTimestamp.Compare(a.CreationTimestamp.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	for i := history; i < len(unused); i++ {
+	// Newest first, by the nanosecond creation annotation; the name breaks
+	// ties so that every run picks the same ones.
+	slices.SortFunc(unused, func(a, b v1alpha1.MachineConfig) int { return history.NewestFirst(&a, &b) })
+	for i := keep; i < len(unused); i++ {
 		mc := &unused[i]
 		if err := r.Client.Delete(ctx, mc, client.Preconditions{UID: &mc.UID}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete old rendered config %s: %w", mc.Name, err)

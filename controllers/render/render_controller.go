@@ -25,6 +25,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/internal/history"
 	"github.com/strata-dev/strata/internal/version"
 	"github.com/strata-dev/strata/machineconfig"
 )
@@ -227,6 +228,7 @@ func (r *Reconciler) ensureRendered(ctx context.Context, pool *v1alpha1.MachineC
 		rendered.Annotations = map[string]string{
 			v1alpha1.GeneratedByControllerAnnotation: version.Version,
 			v1alpha1.SourceMachineConfigsAnnotation:  sourceNames(sources),
+			v1alpha1.CreatedAnnotation:               history.Stamp(),
 		}
 		rendered.Spec = spec
 		if err := controllerutil.SetControllerReference(pool, rendered, r.Client.Scheme()); err != nil {
