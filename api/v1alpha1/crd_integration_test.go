@@ -25,16 +25,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	e, stop, err := testenv.StartMain()
-	if err != nil {
-		// Fail loudly: a missing apiserver is a broken setup, not a skip.
-		os.Stderr.WriteString("start envtest: " + err.Error() + "\n")
-		os.Exit(1)
-	}
-	env = e
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	testenv.RunMain(m, func(e *testenv.Env) error { env = e; return nil })
 }
 
 const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

@@ -19,13 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
@@ -44,80 +41,36 @@ const ns = "strata-system"
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	e, stop, err := testenv.StartMain()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start envtest:", err)
-		os.Exit(1)
-	}
-	env = e
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
-	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		fmt.Fprintln(os.Stderr, "create namespace:", err)
-		stop()
-		os.Exit(1)
-	}
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	testenv.RunMain(m, func(e *testenv.Env) error {
+		env = e
+		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+		return env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
 }
 
 const timeout = 30 * time.Second
 
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = check(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval, not synchronisation
-	}
-	t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
+	testenv.Eventually(t, timeout, what, check)
 }
 
 func startController(t *testing.T, reg *testregistry.Registry, history int) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache:                  cache.Options{ByObject: CacheByObject(ns)},
+	return env.StartManager(t, ctrl.Options{Cache: cache.Options{ByObject: CacheByObject(ns)}}, func(mgr ctrl.Manager) error {
+		r := &Reconciler{
+			Client:   mgr.GetClient(),
+			Recorder: mgr.GetEventRecorder("strata-build"),
+			Config: Config{
+				Namespace:          ns,
+				BuilderImage:       "127.0.0.1:5000/strata/builder@sha256:" + strings.Repeat("b", 64),
+				BackoffLimit:       1,
+				InsecureRegistries: []string{reg.Host},
+				History:            history,
+			},
+		}
+		return r.SetupWithManager(mgr)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Reconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("strata-build"),
-		Config: Config{
-			Namespace:          ns,
-			BuilderImage:       "127.0.0.1:5000/strata/builder@sha256:" + strings.Repeat("b", 64),
-			BackoffLimit:       1,
-			InsecureRegistries: []string{reg.Host},
-			History:            history,
-		},
-	}
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return stop
 }
 
 // fixture is one test's world: a registry with a base image, Secrets, a

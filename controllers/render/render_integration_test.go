@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -15,11 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/testenv"
@@ -32,15 +28,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	e, stop, err := testenv.StartMain()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start envtest:", err)
-		os.Exit(1)
-	}
-	env = e
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	testenv.RunMain(m, func(e *testenv.Env) error { env = e; return nil })
 }
 
 const timeout = 30 * time.Second
@@ -49,35 +37,15 @@ const timeout = 30 * time.Second
 // stop is called, to simulate a crash).
 func startController(t *testing.T, history int) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	return env.StartManager(t, ctrl.Options{}, func(mgr ctrl.Manager) error {
+		r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("strata-render"), History: history}
+		return r.SetupWithManager(mgr)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("strata-render"), History: history}
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once bool
-	stop = func() {
-		if once {
-			return
-		}
-		once = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+}
+
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	testenv.Eventually(t, timeout, what, check)
 }
 
 func newPool(t *testing.T, name string, selector map[string]string) *v1alpha1.MachineConfigPool {
@@ -131,20 +99,6 @@ func getPool(t *testing.T, name string) *v1alpha1.MachineConfigPool {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// eventually polls check until it returns nil or the deadline passes.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = check(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval, not synchronisation
-	}
-	t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
 }
 
 // waitRendered waits until the pool's configuration lists exactly sources

@@ -5,16 +5,21 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/strata-dev/strata/internal/scheme"
 )
@@ -115,4 +120,74 @@ func StartMain() (*Env, func(), error) {
 		return nil, nil, err
 	}
 	return &Env{Config: cfg, Client: c, Scheme: scheme, CRDs: te.CRDs}, stop, nil
+}
+
+// RunMain is a package's TestMain: it starts one apiserver for the
+// package's tests, hands it to set (which may prepare shared objects),
+// runs the tests and stops the apiserver whatever they did.
+func RunMain(m *testing.M, set func(*Env) error) {
+	env, stop, err := StartMain()
+	if err != nil {
+		// A missing apiserver is a broken setup, not a reason to skip.
+		fmt.Fprintln(os.Stderr, "start envtest:", err)
+		os.Exit(1)
+	}
+	if err := set(env); err != nil {
+		fmt.Fprintln(os.Stderr, "prepare envtest:", err)
+		stop()
+		os.Exit(1)
+	}
+	code := m.Run()
+	stop()
+	os.Exit(code)
+}
+
+// StartManager runs a controller manager against the apiserver until the
+// test ends, or until stop is called (a crash, for restart tests). setup
+// registers the reconcilers under test.
+func (e *Env) StartManager(t *testing.T, opts ctrl.Options, setup func(ctrl.Manager) error) (stop func()) {
+	t.Helper()
+	opts.Scheme = e.Scheme
+	opts.Metrics = metricsserver.Options{BindAddress: "0"}
+	opts.HealthProbeBindAddress = "0"
+	// Each test starts its own manager with the same controller names.
+	opts.Controller.SkipNameValidation = ptr.To(true)
+	mgr, err := ctrl.NewManager(e.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setup(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// Eventually polls check until it returns nil, failing the test with the
+// last error when timeout passes.
+func Eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval, not synchronisation
+	}
+	t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
 }
