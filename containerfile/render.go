@@ -17,7 +17,7 @@ import (
 )
 
 // LabelPrefix is the prefix of the labels Strata puts on images.
-const LabelPrefix = "machineconfiguration.strata.dev/"
+const LabelPrefix = v1alpha1.Prefix
 
 // Labels Render puts on every image.
 const (
