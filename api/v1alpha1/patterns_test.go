@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/testenv"
 )
@@ -59,6 +61,54 @@ func TestPatternsMatchCRDRules(t *testing.T) {
 			if !strings.Contains(text, p) {
 				t.Errorf("%s has no rule with pattern %s", file, p)
 			}
+		}
+	}
+}
+
+// PROJECT is kubebuilder's record of the API; it must name what the code
+// defines.
+func TestProjectFileMatchesAPI(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "PROJECT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var project struct {
+		Domain    string `json:"domain"`
+		Repo      string `json:"repo"`
+		Layout    []string
+		Resources []struct {
+			API struct {
+				Namespaced bool `json:"namespaced"`
+			} `json:"api"`
+			Group   string `json:"group"`
+			Kind    string `json:"kind"`
+			Version string `json:"version"`
+			Path    string `json:"path"`
+		} `json:"resources"`
+	}
+	if err := yaml.Unmarshal(raw, &project); err != nil {
+		t.Fatal(err)
+	}
+	if got := project.Resources[0].Group + "." + project.Domain; got != v1alpha1.GroupVersion.Group {
+		t.Errorf("PROJECT group %s, API group %s", got, v1alpha1.GroupVersion.Group)
+	}
+	kinds := map[string]bool{}
+	for _, r := range project.Resources {
+		kinds[r.Kind] = true
+		if r.Version != v1alpha1.GroupVersion.Version || r.API.Namespaced || r.Path != project.Repo+"/api/v1alpha1" {
+			t.Errorf("PROJECT resource %+v does not match the cluster-scoped %s API", r, v1alpha1.GroupVersion)
+		}
+	}
+	for _, kind := range []string{"MachineConfig", "MachineConfigPool", "MachineOSConfig", "MachineOSBuild"} {
+		if !kinds[kind] {
+			t.Errorf("PROJECT lacks %s", kind)
+		}
+		if _, err := testenv.Scheme().New(v1alpha1.GroupVersion.WithKind(kind)); err != nil {
+			t.Errorf("%s is not registered: %v", kind, err)
 		}
 	}
 }
