@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -237,6 +238,15 @@ func finishPod(t *testing.T, b *v1alpha1.MachineOSBuild, phase corev1.PodPhase, 
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: job.JobName(b.Name)}, j); err != nil {
 		t.Fatal(err)
 	}
+	if j.Status.StartTime == nil {
+		// The Job controller records when the Job's first pod started.
+		start := metav1.NewTime(time.Now().Add(-time.Second))
+		j.Status.StartTime = &start
+		j.Status.Active = 1
+		if err := env.Client.Status().Update(ctx, j); err != nil {
+			t.Fatalf("write Job start: %v", err)
+		}
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: job.JobName(b.Name) + "-", Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(j, batchv1.SchemeGroupVersion.WithKind("Job"))}},
@@ -301,6 +311,9 @@ func jobUID(t *testing.T, build string) (string, bool) {
 func TestBuildInterruptAndReuse(t *testing.T) {
 	f := newFixture(t, "reuse")
 	startController(t, f.reg, 0)
+	succeeded := testutil.ToFloat64(buildsTotal.WithLabelValues("Succeeded"))
+	interrupted := testutil.ToFloat64(buildsTotal.WithLabelValues("Interrupted"))
+	durations := testutil.CollectAndCount(buildDuration)
 	f.mosc()
 
 	a := waitBuild(t, "reuse")
@@ -364,6 +377,15 @@ func TestBuildInterruptAndReuse(t *testing.T) {
 	}
 	if len(builds.Items) != 2 {
 		t.Errorf("%d builds, want A and B only", len(builds.Items))
+	}
+	if got := testutil.ToFloat64(buildsTotal.WithLabelValues("Succeeded")) - succeeded; got != 1 {
+		t.Errorf("strata_builds_total{result=Succeeded} rose by %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(buildsTotal.WithLabelValues("Interrupted")) - interrupted; got != 1 {
+		t.Errorf("strata_builds_total{result=Interrupted} rose by %v, want 1", got)
+	}
+	if got := testutil.CollectAndCount(buildDuration); got <= durations && durations == 0 {
+		t.Errorf("no build duration was observed (%d series)", got)
 	}
 }
 
@@ -429,7 +451,10 @@ func failJob(t *testing.T, b *v1alpha1.MachineOSBuild) {
 		t.Fatal(err)
 	}
 	now := metav1.Now()
-	j.Status.StartTime = &now
+	if j.Status.StartTime == nil {
+		j.Status.StartTime = &now
+	}
+	j.Status.Active = 0
 	j.Status.Failed = 1
 	j.Status.Conditions = []batchv1.JobCondition{
 		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonPodFailurePolicy, LastTransitionTime: now},
