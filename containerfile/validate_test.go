@@ -1,9 +1,13 @@
 package containerfile
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/coreos/ignition/v2/config/v3_5"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -153,4 +157,30 @@ func TestParseCacheIsBounded(t *testing.T) {
 			t.Fatalf("errors = %v", errs)
 		}
 	}
+}
+
+// FuzzParseCurrentVersion checks the shortcut for 3.5.0 configs against
+// Ignition's own Parse: the same verdict and the same config.
+func FuzzParseCurrentVersion(f *testing.F) {
+	f.Add([]byte(`{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/etc/a","contents":{"source":"data:,a"}}]}}`))
+	f.Add([]byte(`{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/etc/a"},{"path":"/etc/a"}]}}`))
+	f.Add([]byte(`{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"etc/relative"}]}}`))
+	f.Add([]byte(`{"ignition":{"version":"3.5.0"},"systemd":{"units":[{"name":"a.service","dropins":[{"name":"x"}]}]}}`))
+	f.Add([]byte(`{"ignition":{"version":"3.5.0"},"storage":{"links":[{"path":"/etc/l"}],"files":[{"path":"/etc/l/f"}]}}`))
+	f.Add([]byte(`{"ignition":{"version":"3.4.0"}}`))
+	f.Add([]byte(`{"ignition":{"version":"3.5.0"},"unknown":1}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		fast, ok := parseCurrentVersion(raw)
+		full, _, err := v3_5.Parse(raw)
+		if ok != (err == nil) {
+			t.Fatalf("shortcut ok=%v, Ignition's Parse error %v", ok, err)
+		}
+		if ok {
+			a, _ := json.Marshal(fast)
+			b, _ := json.Marshal(full)
+			if !bytes.Equal(a, b) {
+				t.Fatalf("configs differ:\n%s\n%s", a, b)
+			}
+		}
+	})
 }
