@@ -183,14 +183,10 @@ func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 	if err != nil {
 		return err
 	}
-	var nodes corev1.NodeList
-	if err := r.Client.List(ctx, &nodes); err != nil {
-		return fmt.Errorf("list nodes: %w", err)
-	}
-	inUse := map[string]bool{s.mosc.Status.CurrentImagePullSpec: true}
-	for _, n := range nodes.Items {
-		inUse[n.Annotations[v1alpha1.CurrentImageAnnotation]] = true
-		inUse[n.Annotations[v1alpha1.DesiredImageAnnotation]] = true
+	inUse, err := history.NamedByNodes(ctx, r.Client,
+		[]string{v1alpha1.CurrentImageAnnotation, v1alpha1.DesiredImageAnnotation}, s.mosc.Status.CurrentImagePullSpec)
+	if err != nil {
+		return err
 	}
 	var old []v1alpha1.MachineOSBuild
 	for _, b := range builds {

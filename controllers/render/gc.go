@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,14 +22,10 @@ func (r *Reconciler) collectGarbage(ctx context.Context, pool *v1alpha1.MachineC
 	if err := r.Client.List(ctx, &owned, client.MatchingLabels{v1alpha1.PoolLabel: pool.Name}); err != nil {
 		return fmt.Errorf("list rendered configs of pool %s: %w", pool.Name, err)
 	}
-	var nodes corev1.NodeList
-	if err := r.Client.List(ctx, &nodes); err != nil {
-		return fmt.Errorf("list nodes: %w", err)
-	}
-	inUse := map[string]bool{pool.Status.Configuration.Name: true}
-	for _, n := range nodes.Items {
-		inUse[n.Annotations[v1alpha1.CurrentConfigAnnotation]] = true
-		inUse[n.Annotations[v1alpha1.DesiredConfigAnnotation]] = true
+	inUse, err := history.NamedByNodes(ctx, r.Client,
+		[]string{v1alpha1.CurrentConfigAnnotation, v1alpha1.DesiredConfigAnnotation}, pool.Status.Configuration.Name)
+	if err != nil {
+		return err
 	}
 
 	var unused []v1alpha1.MachineConfig
