@@ -26,6 +26,7 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/history"
 	"github.com/strata-dev/strata/internal/registry"
+	"github.com/strata-dev/strata/internal/status"
 )
 
 // finalizer lets the controller delete a MachineOSConfig's builds, Jobs
@@ -164,7 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	setConfigStatus(s)
-	if err := patchStatus(ctx, r.Client, before, mosc); err != nil {
+	if err := status.Patch(ctx, r.Client, before, mosc); err != nil {
 		return ctrl.Result{}, fmt.Errorf("patch status of MachineOSConfig %s: %w", mosc.Name, err)
 	}
 	if err := r.setPoolStatus(ctx, s); err != nil {
@@ -291,7 +292,7 @@ func (r *Reconciler) createBuild(ctx context.Context, s *scope, name string, in 
 	before := b.DeepCopy()
 	b.Status.BaseImagePullSpec = in.base
 	setBuildConditions(b, statePrepared, "Rendered "+in.rendered.Name+" on "+in.base)
-	if err := patchStatus(ctx, r.Client, before, b); err != nil {
+	if err := status.Patch(ctx, r.Client, before, b); err != nil {
 		return nil, fmt.Errorf("patch status of MachineOSBuild %s: %w", name, err)
 	}
 	r.Recorder.Eventf(b, s.mosc, corev1.EventTypeNormal, v1alpha1.BuildPrepared, "Prepare",
@@ -345,17 +346,4 @@ func (r *Reconciler) finalize(ctx context.Context, mosc *v1alpha1.MachineOSConfi
 		return r.Client.Update(ctx, mosc)
 	}
 	return nil
-}
-
-func patchStatus(ctx context.Context, c client.Client, before, after client.Object) error {
-	return c.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-}
-
-// statusMessage keeps a condition message within the API's limit.
-func statusMessage(s string) string {
-	const limit = 32768
-	if len(s) <= limit {
-		return s
-	}
-	return s[:limit-3] + "..."
 }

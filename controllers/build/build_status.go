@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/poolstatus"
+	"github.com/strata-dev/strata/internal/status"
 )
 
 // buildState is where a build is; the conditions follow from it.
@@ -29,14 +30,14 @@ const (
 // every time, so that kubectl's columns and `kubectl wait` always find
 // them.
 func setBuildConditions(b *v1alpha1.MachineOSBuild, state buildState, message string) {
-	message = statusMessage(message)
+	message = status.Message(message)
 	set := func(t string, on bool, reason string) {
-		status := metav1.ConditionFalse
+		cs := metav1.ConditionFalse
 		if on {
-			status = metav1.ConditionTrue
+			cs = metav1.ConditionTrue
 		}
 		meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
-			Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: b.Generation,
+			Type: t, Status: cs, Reason: reason, Message: message, ObservedGeneration: b.Generation,
 		})
 	}
 	reason := map[buildState]string{
@@ -92,8 +93,8 @@ func setConfigStatus(s *scope) {
 			ready.Reason, ready.Message = v1alpha1.ReasonBuildRunning, "Build "+b.Name+" is running"
 		}
 	}
-	ready.Message = statusMessage(ready.Message)
-	degraded.Message = statusMessage(degraded.Message)
+	ready.Message = status.Message(ready.Message)
+	degraded.Message = status.Message(degraded.Message)
 	meta.SetStatusCondition(&mosc.Status.Conditions, ready)
 	meta.SetStatusCondition(&mosc.Status.Conditions, degraded)
 }
@@ -112,13 +113,13 @@ func (r *Reconciler) setPoolStatus(ctx context.Context, s *scope) error {
 	} else {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonAsExpected, "MachineOSConfig "+s.mosc.Name+" builds"
 	}
-	cond.Message = statusMessage(cond.Message)
+	cond.Message = status.Message(cond.Message)
 	meta.SetStatusCondition(&pool.Status.Conditions, cond)
 	poolstatus.SetDegraded(pool)
 	if equality.Semantic.DeepEqual(pool.Status, s.pool.Status) {
 		return nil
 	}
-	if err := patchStatus(ctx, r.Client, s.pool, pool); err != nil {
+	if err := status.Patch(ctx, r.Client, s.pool, pool); err != nil {
 		return fmt.Errorf("patch status of pool %s: %w", pool.Name, err)
 	}
 	return nil
@@ -141,7 +142,7 @@ func (r *Reconciler) releasePool(ctx context.Context, mosc *v1alpha1.MachineOSCo
 	before := pool.DeepCopy()
 	if meta.RemoveStatusCondition(&pool.Status.Conditions, v1alpha1.PoolImageBuildDegraded) {
 		poolstatus.SetDegraded(pool)
-		if err := patchStatus(ctx, r.Client, before, pool); err != nil {
+		if err := status.Patch(ctx, r.Client, before, pool); err != nil {
 			return fmt.Errorf("patch status of pool %s: %w", pool.Name, err)
 		}
 		before = pool.DeepCopy()

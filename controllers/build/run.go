@@ -15,6 +15,7 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
 	"github.com/strata-dev/strata/internal/history"
+	"github.com/strata-dev/strata/internal/status"
 )
 
 // runBuild makes sure the build's ConfigMap and Job exist (adopting them
@@ -88,7 +89,7 @@ func (r *Reconciler) runBuild(ctx context.Context, s *scope, in *inputs) error {
 	if isTrue(b, v1alpha1.BuildBuilding) && !isTrue(before, v1alpha1.BuildBuilding) {
 		r.Recorder.Eventf(b, jb, corev1.EventTypeNormal, v1alpha1.BuildBuilding, "Build", "Building in Job %s/%s", jb.Namespace, jb.Name)
 	}
-	return patchStatus(ctx, r.Client, before, b)
+	return status.Patch(ctx, r.Client, before, b)
 }
 
 // finish moves the build to a terminal state, with an event and metrics.
@@ -106,11 +107,11 @@ func (r *Reconciler) finish(ctx context.Context, s *scope, state buildState, fai
 	case stateFailed:
 		b.Status.Failure = failure
 		msg = failureMessage(failure)
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, v1alpha1.BuildFailed, "Build", "%s", truncate(msg, 1024))
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, v1alpha1.BuildFailed, "Build", "%s", status.Truncate(msg, 1024))
 	}
 	setBuildConditions(b, state, msg)
 	observe(b, state)
-	return patchStatus(ctx, r.Client, before, b)
+	return status.Patch(ctx, r.Client, before, b)
 }
 
 // failureMessage is the one-line account of a failure used in conditions.
@@ -147,7 +148,7 @@ func (r *Reconciler) interrupt(ctx context.Context, b *v1alpha1.MachineOSBuild, 
 	setBuildConditions(b, stateInterrupted, msg)
 	observe(b, stateInterrupted)
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, v1alpha1.BuildInterrupted, "Interrupt", "%s", msg)
-	return patchStatus(ctx, r.Client, before, b)
+	return status.Patch(ctx, r.Client, before, b)
 }
 
 // deleteJob deletes a build's Job (with its pods) and ConfigMap.
@@ -221,11 +222,4 @@ func repository(spec string) string {
 		return spec[:i]
 	}
 	return spec
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }

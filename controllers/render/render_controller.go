@@ -26,6 +26,7 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/internal/history"
+	"github.com/strata-dev/strata/internal/status"
 	"github.com/strata-dev/strata/internal/version"
 	"github.com/strata-dev/strata/machineconfig"
 )
@@ -124,14 +125,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	setStatus(pool, rendered, sources, renderErr)
-	if err := r.patchStatus(ctx, before, pool); err != nil {
-		return ctrl.Result{}, err
+	// Other controllers own other conditions of the pool.
+	if !equality.Semantic.DeepEqual(before.Status, pool.Status) {
+		if err := status.Patch(ctx, r.Client, before, pool); err != nil {
+			return ctrl.Result{}, fmt.Errorf("patch status of pool %s: %w", pool.Name, err)
+		}
 	}
 	if renderErr != nil {
 		// Tell people once per distinct problem, not on every reconcile.
 		if old := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.PoolRenderDegraded); old == nil ||
 			old.Status != metav1.ConditionTrue || old.Message != meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.PoolRenderDegraded).Message {
-			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidConfig, "Render", "%s", truncate(renderErr.Error(), 1024))
+			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidConfig, "Render", "%s", status.Truncate(renderErr.Error(), 1024))
 		}
 		// The input is wrong; retrying will not fix it. A change to any
 		// MachineConfig triggers a new attempt.
@@ -263,19 +267,4 @@ func sourceNames(sources []v1alpha1.MachineConfig) string {
 		names[i] = sources[i].Name
 	}
 	return strings.Join(names, ",")
-}
-
-// patchStatus writes the status with an optimistic lock: other controllers
-// own other conditions of the pool, and a merge patch replaces the whole
-// conditions list, so a concurrent write must make this one retry rather
-// than be overwritten.
-func (r *Reconciler) patchStatus(ctx context.Context, before, pool *v1alpha1.MachineConfigPool) error {
-	if equality.Semantic.DeepEqual(before.Status, pool.Status) {
-		return nil
-	}
-	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
-	if err := r.Client.Status().Patch(ctx, pool, patch); err != nil {
-		return fmt.Errorf("patch status of pool %s: %w", pool.Name, err)
-	}
-	return nil
 }

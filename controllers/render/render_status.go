@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/poolstatus"
+	"github.com/strata-dev/strata/internal/status"
 )
 
 // setStatus computes the parts of the pool's status this controller owns:
@@ -24,7 +25,7 @@ func setStatus(pool *v1alpha1.MachineConfigPool, rendered *v1alpha1.MachineConfi
 	if renderErr != nil {
 		cond.Status = metav1.ConditionTrue
 		cond.Reason = v1alpha1.ReasonInvalidConfig
-		cond.Message = truncate(renderErr.Error(), 32768)
+		cond.Message = status.Message(renderErr.Error())
 	} else {
 		cond.Status = metav1.ConditionFalse
 		cond.Reason = v1alpha1.ReasonRendered
@@ -44,11 +45,4 @@ func setStatus(pool *v1alpha1.MachineConfigPool, rendered *v1alpha1.MachineConfi
 	}
 	meta.SetStatusCondition(&pool.Status.Conditions, cond)
 	poolstatus.SetDegraded(pool)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-len("…")] + "…"
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/status"
 )
 
 var degradedKinds = []string{v1alpha1.PoolRenderDegraded, v1alpha1.PoolImageBuildDegraded, v1alpha1.PoolNodeDegraded}
@@ -35,11 +36,7 @@ func SetDegraded(pool *v1alpha1.MachineConfigPool) {
 	} else {
 		cond.Status = metav1.ConditionTrue
 		cond.Reason = strings.Join(reasons, "And")
-		msg := strings.Join(messages, "; ")
-		if len(msg) > 32768 {
-			msg = msg[:32765] + "..."
-		}
-		cond.Message = msg
+		cond.Message = status.Message(strings.Join(messages, "; "))
 	}
 	meta.SetStatusCondition(&pool.Status.Conditions, cond)
 }
