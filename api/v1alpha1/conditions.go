@@ -57,6 +57,18 @@ const (
 	ReasonBaseUnreachable  = "BaseImageUnreachable"
 	ReasonInvalidInput     = "InvalidInput"
 	ReasonInputsChanged    = "InputsChanged"
+
+	// Rollout reasons (pool conditions Updated, Updating, NodeDegraded).
+	ReasonAllNodesUpdated   = "AllNodesUpdated"
+	ReasonRollingOut        = "RollingOut"
+	ReasonPaused            = "Paused"
+	ReasonWaitingForImage   = "WaitingForImage"
+	ReasonRolloutHalted     = "RolloutHalted"
+	ReasonNodesDegraded     = "NodesDegraded"
+	ReasonNodeConflict      = "NodeInSeveralPools"
+	ReasonImageOnlyContent  = "ImageOnlyContentIgnored"
+	ReasonNoNodes           = "NoNodes"
+	ReasonWaitingForDaemons = "WaitingForDaemons"
 )
 
 // Annotation and label keys, all under the Strata prefix.
@@ -88,13 +100,47 @@ const (
 	// names the MachineOSConfig it builds.
 	MachineOSConfigLabel = Prefix + "machineosconfig"
 
-	// Node annotations: the protocol between the controller and the daemon.
-	CurrentConfigAnnotation = Prefix + "currentConfig"
-	DesiredConfigAnnotation = Prefix + "desiredConfig"
-	CurrentImageAnnotation  = Prefix + "currentImage"
-	DesiredImageAnnotation  = Prefix + "desiredImage"
-	StateAnnotation         = Prefix + "state"
-	ReasonAnnotation        = Prefix + "reason"
+	// Node annotations: the protocol between the rollout controller and
+	// the daemon. Each has one writer.
+	//
+	// Written by the rollout controller: desiredConfig (a rendered
+	// MachineConfig's name), desiredImage (repo@sha256:..., the only form
+	// nodes pull), imagePullSecret (the Secret in strata-system the daemon
+	// writes to /run/ostree/auth.json; absent: none), healthCheckTimeout
+	// (a Go duration), pool (the pool that owns the node) and
+	// lastAppliedDrain (the drain or uncordon request last carried out).
+	//
+	// Written by the daemon: currentConfig, currentImage (from bootc
+	// status), originalImage (the image the node booted before Strata first
+	// changed it: where a pool without a MachineOSConfig goes back to),
+	// state, reason and desiredDrain ("drain-<key>" asks the controller to
+	// cordon and drain the node, "uncordon-<key>" to uncordon it; <key>
+	// names the update, so a request is carried out once).
+	//
+	// The controller also writes state=Degraded with the reason when a
+	// drain runs past the pool's drainTimeout.
+	CurrentConfigAnnotation      = Prefix + "currentConfig"
+	DesiredConfigAnnotation      = Prefix + "desiredConfig"
+	CurrentImageAnnotation       = Prefix + "currentImage"
+	DesiredImageAnnotation       = Prefix + "desiredImage"
+	OriginalImageAnnotation      = Prefix + "originalImage"
+	ImagePullSecretAnnotation    = Prefix + "imagePullSecret"
+	HealthCheckTimeoutAnnotation = Prefix + "healthCheckTimeout"
+	NodePoolAnnotation           = Prefix + "pool"
+	StateAnnotation              = Prefix + "state"
+	ReasonAnnotation             = Prefix + "reason"
+	DesiredDrainAnnotation       = Prefix + "desiredDrain"
+	LastAppliedDrainAnnotation   = Prefix + "lastAppliedDrain"
+	// DrainStartedAnnotation records when the controller first cordoned
+	// the node for the current drain request (RFC 3339), so that the
+	// drain timeout survives a restart of the controller.
+	DrainStartedAnnotation = Prefix + "drainStarted"
+)
+
+// Prefixes of the desiredDrain and lastAppliedDrain values.
+const (
+	DrainRequestPrefix    = "drain-"
+	UncordonRequestPrefix = "uncordon-"
 )
 
 // Values of the node state annotation.
