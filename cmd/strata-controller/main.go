@@ -5,17 +5,20 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	"github.com/strata-dev/strata/controllers/build"
+	"github.com/strata-dev/strata/controllers/node"
 	"github.com/strata-dev/strata/controllers/render"
 	"github.com/strata-dev/strata/internal/scheme"
 	"github.com/strata-dev/strata/internal/version"
@@ -46,9 +49,10 @@ func main() {
 		Short: "Strata's controller manager: renders, builds and rolls out node OS images",
 		Long: `strata-controller runs Strata's reconcilers against the cluster in
 KUBECONFIG (or the in-cluster config): render (MachineConfigs and a pool to
-a rendered MachineConfig) and, when --config gives a builder image, build
-(a MachineOSConfig to MachineOSBuilds run as Jobs). Node rollout is not
-implemented yet.`,
+a rendered MachineConfig), when --config gives a builder image, build
+(a MachineOSConfig to MachineOSBuilds run as Jobs), and rollout (each
+pool's nodes to its target image a few at a time, draining them when their
+daemons ask).`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -97,7 +101,7 @@ func run(o options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "strata-controller.machineconfiguration.strata.dev",
 		LeaderElectionNamespace: namespace,
-		Cache:                   cache.Options{ByObject: build.CacheByObject(fc.Build.Namespace)},
+		Cache:                   cache.Options{ByObject: cacheByObject(fc.Build.Namespace)},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -118,6 +122,18 @@ func run(o options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the build controller: %w", err)
 	}
+	if err := (&node.Reconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("strata-rollout"),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the rollout controller: %w", err)
+	}
+	if err := (&node.DrainReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("strata-drain"),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the drain controller: %w", err)
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
@@ -125,4 +141,12 @@ func run(o options) error {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// cacheByObject merges the controllers' cache settings: the build
+// controller's namespaced objects and the rollout's stripped Nodes.
+func cacheByObject(buildNamespace string) map[client.Object]cache.ByObject {
+	m := build.CacheByObject(buildNamespace)
+	maps.Copy(m, node.CacheByObject())
+	return m
 }

@@ -1,0 +1,22 @@
+// Package node holds the rollout controller: it moves each pool's nodes to
+// the pool's target image and configuration a few at a time, and carries
+// out the drains the node daemons ask for.
+//
+// Two reconcilers, one root kind each:
+//
+//   - Reconciler (per MachineConfigPool) works out the pool's target
+//     (target.go), gathers its nodes' states from their annotations, asks
+//     the pure planner (plan.Plan) which nodes to take, writes
+//     desiredConfig/desiredImage on them, and is the one writer of the
+//     pool's machine counts and its Updated, Updating and NodeDegraded
+//     conditions.
+//   - DrainReconciler (per Node) answers a daemon's desiredDrain request:
+//     cordon and evict with k8s.io/kubectl/pkg/drain (PodDisruptionBudgets
+//     honoured, DaemonSet pods left alone), or uncordon. Draining here and
+//     not on the node means no daemon needs the right to evict anything.
+//
+// The controllers read Nodes from a cache that keeps only what the rollout
+// needs (metadata, spec.unschedulable and the Ready condition; see
+// CacheByObject): a node's images and heartbeats are most of its size and
+// of its updates, and 1,000 nodes must stay cheap.
+package node

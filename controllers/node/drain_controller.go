@@ -1,0 +1,254 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/kubectl/pkg/drain"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/status"
+)
+
+// DefaultDrainAttempt bounds one drain attempt. A drain blocked by a
+// PodDisruptionBudget is tried again until the pool's drainTimeout has
+// passed, so that a worker is never held for the whole timeout and the
+// attempt's error can be read.
+const DefaultDrainAttempt = 10 * time.Second
+
+// DrainReconciler carries out the drain and uncordon requests of the node
+// daemons (desiredDrain), and acknowledges each in lastAppliedDrain.
+type DrainReconciler struct {
+	Client client.Client
+	// Kube is what the drain library evicts and lists pods with.
+	Kube     kubernetes.Interface
+	Recorder events.EventRecorder
+	// Attempt bounds one drain attempt; zero means DefaultDrainAttempt.
+	Attempt time.Duration
+}
+
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
+// +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
+// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=list
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigpools,verbs=get;list;watch
+
+// SetupWithManager registers the reconciler for nodes with a request not
+// yet carried out. Several nodes may drain at once (maxUnavailable).
+func (r *DrainReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Kube == nil {
+		kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+		if err != nil {
+			return fmt.Errorf("drain client: %w", err)
+		}
+		r.Kube = kube
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("drain").
+		For(&corev1.Node{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			req, done := drainRequest(o)
+			return req != "" && req != done
+		}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Complete(r)
+}
+
+func drainRequest(o client.Object) (req, done string) {
+	a := o.GetAnnotations()
+	return a[v1alpha1.DesiredDrainAnnotation], a[v1alpha1.LastAppliedDrainAnnotation]
+}
+
+// Reconcile carries out the node's request, or waits for a blocked drain,
+// or gives up on it past the pool's drainTimeout.
+func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	cached := &corev1.Node{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cached); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	want, done := drainRequest(cached)
+	if want == "" || want == done {
+		return ctrl.Result{}, nil
+	}
+	// The drain library patches from the whole object; the cache holds a
+	// stripped one.
+	node, err := r.Kube.CoreV1().Nodes().Get(ctx, req.Name, metav1.GetOptions{})
+	if err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// client-go retries a refused eviction (429 with Retry-After) inside
+	// one call, past the drain library's own timeout: bound the attempt's
+	// context instead.
+	attemptCtx, cancel := context.WithTimeout(ctx, r.attempt())
+	defer cancel()
+	helper := r.helper(attemptCtx)
+	switch {
+	case strings.HasPrefix(want, v1alpha1.UncordonRequestPrefix):
+		if err := drain.RunCordonOrUncordon(helper, node, false); err != nil {
+			return ctrl.Result{}, fmt.Errorf("uncordon node %s: %w", node.Name, err)
+		}
+		r.Recorder.Eventf(node, nil, corev1.EventTypeNormal, "Uncordoned", "Uncordon", "Node %s is schedulable again after its update", node.Name)
+		return ctrl.Result{}, r.acknowledge(ctx, node, want, nil)
+	case !strings.HasPrefix(want, v1alpha1.DrainRequestPrefix):
+		// Not a request this version understands; the daemon writes it.
+		return ctrl.Result{}, nil
+	case node.Annotations[v1alpha1.StateAnnotation] == v1alpha1.NodeStateDegraded:
+		// A drain that timed out: the node is left cordoned for a person.
+		return ctrl.Result{}, nil
+	}
+
+	started, err := r.markStarted(ctx, node)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := drain.RunCordonOrUncordon(helper, node, true); err != nil {
+		return ctrl.Result{}, fmt.Errorf("cordon node %s: %w", node.Name, err)
+	}
+	drainErr := drain.RunNodeDrain(helper, node.Name)
+	if drainErr == nil {
+		r.Recorder.Eventf(node, nil, corev1.EventTypeNormal, "Drained", "Drain", "Node %s is drained for its update", node.Name)
+		return ctrl.Result{}, r.acknowledge(ctx, node, want, nil)
+	}
+	timeout, err := r.drainTimeout(ctx, node)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if time.Since(started) < timeout {
+		// Blocked by a budget or pods still terminating: try again.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	why := r.blockers(ctx, node.Name)
+	if why == "" {
+		why = drainErr.Error()
+	}
+	reason := fmt.Sprintf("Drain timed out after %s (drainTimeout); the node is left cordoned: %s", timeout, why)
+	r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, "DrainFailed", "Drain", "%s", reason)
+	return ctrl.Result{}, r.acknowledge(ctx, node, "", &reason)
+}
+
+func (r *DrainReconciler) attempt() time.Duration {
+	if r.Attempt == 0 {
+		return DefaultDrainAttempt
+	}
+	return r.Attempt
+}
+
+func (r *DrainReconciler) helper(ctx context.Context) *drain.Helper {
+	return &drain.Helper{
+		Ctx:                 ctx,
+		Client:              r.Kube,
+		Force:               true, // pods without a controller are deleted, as MCO does
+		IgnoreAllDaemonSets: true,
+		DeleteEmptyDirData:  true,
+		GracePeriodSeconds:  -1,
+		Timeout:             r.attempt(),
+		Out:                 io.Discard,
+		ErrOut:              io.Discard,
+	}
+}
+
+// markStarted records when the drain of the current request began, once,
+// so that a restarted controller keeps counting from there.
+func (r *DrainReconciler) markStarted(ctx context.Context, node *corev1.Node) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, node.Annotations[v1alpha1.DrainStartedAnnotation]); err == nil {
+		return t, nil
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.DrainStartedAnnotation, now.Format(time.RFC3339))
+	if _, err := r.Kube.CoreV1().Nodes().Patch(ctx, node.Name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		return now, fmt.Errorf("record the drain start of node %s: %w", node.Name, err)
+	}
+	return now, nil
+}
+
+// acknowledge records the outcome of a request: lastAppliedDrain when it
+// was carried out, or state Degraded with the reason when the drain gave
+// up. Either way the drain start is forgotten, so that a person who clears
+// the Degraded state gets a whole new drainTimeout.
+func (r *DrainReconciler) acknowledge(ctx context.Context, node *corev1.Node, applied string, failure *string) error {
+	ann := map[string]any{v1alpha1.DrainStartedAnnotation: nil}
+	if applied != "" {
+		ann[v1alpha1.LastAppliedDrainAnnotation] = applied
+	}
+	if failure != nil {
+		ann[v1alpha1.StateAnnotation] = v1alpha1.NodeStateDegraded
+		ann[v1alpha1.ReasonAnnotation] = status.Truncate(*failure, 4096)
+	}
+	raw, err := jsonPatch(ann)
+	if err != nil {
+		return err
+	}
+	if _, err := r.Kube.CoreV1().Nodes().Patch(ctx, node.Name, "application/merge-patch+json", raw, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("acknowledge the drain request of node %s: %w", node.Name, err)
+	}
+	return nil
+}
+
+// drainTimeout is the node's pool's drainTimeout.
+func (r *DrainReconciler) drainTimeout(ctx context.Context, node *corev1.Node) (time.Duration, error) {
+	pool := &v1alpha1.MachineConfigPool{}
+	name := node.Annotations[v1alpha1.NodePoolAnnotation]
+	if name == "" {
+		return DefaultDrainTimeout, nil
+	}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			return DefaultDrainTimeout, nil
+		}
+		return 0, fmt.Errorf("get pool %s of node %s: %w", name, node.Name, err)
+	}
+	if pool.Spec.DrainTimeout != nil {
+		return pool.Spec.DrainTimeout.Duration, nil
+	}
+	return DefaultDrainTimeout, nil
+}
+
+// blockers says which pods are still on the node and, for each, the
+// budget that protects it: what a person must look at.
+func (r *DrainReconciler) blockers(ctx context.Context, node string) string {
+	pods, err := r.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
+	})
+	if err != nil {
+		return ""
+	}
+	budgets := map[string][]policyv1.PodDisruptionBudget{}
+	var out []string
+	for _, p := range pods.Items {
+		if isDaemonSetPod(&p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if _, ok := budgets[p.Namespace]; !ok {
+			list, err := r.Kube.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
+			if err == nil {
+				budgets[p.Namespace] = list.Items
+			}
+		}
+		desc := "pod " + p.Namespace + "/" + p.Name
+		if p.DeletionTimestamp != nil {
+			desc += " is still terminating"
+		}
+		for _, b := range budgets[p.Namespace] {
+			if selects(&b, &p) {
+				desc += fmt.Sprintf(" is protected by PodDisruptionBudget %s/%s (%d disruptions allowed)", b.Namespace, b.Name, b.Status.DisruptionsAllowed)
+			}
+		}
+		out = append(out, desc)
+	}
+	return strings.Join(out, "; ")
+}

@@ -1,0 +1,254 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers/node/plan"
+	"github.com/strata-dev/strata/internal/status"
+)
+
+// moscPoolIndex indexes MachineOSConfigs by the pool they layer.
+const moscPoolIndex = "strata.spec.machineConfigPool.name"
+
+// DefaultHealthCheckTimeout and DefaultDrainTimeout apply when a pool does
+// not set its own.
+const (
+	DefaultHealthCheckTimeout = 10 * time.Minute
+	DefaultDrainTimeout       = 10 * time.Minute
+)
+
+// Reconciler rolls each MachineConfigPool's nodes to the pool's target.
+type Reconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigpools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigpools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigs;machineosconfigs;machineosbuilds,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the reconciler. A pool is reconciled when it
+// changes (its spec, or the rendered config the render controller sets),
+// when a node it selects or took changes in what the rollout reads, when
+// its MachineOSConfig changes or when one of its builds changes.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	ctx := context.Background()
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &corev1.Node{}, poolIndex, indexNodeByPool); err != nil {
+		return fmt.Errorf("index nodes by pool: %w", err)
+	}
+	if err := idx.IndexField(ctx, &v1alpha1.MachineOSConfig{}, moscPoolIndex, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.MachineOSConfig).Spec.MachineConfigPool.Name}
+	}); err != nil {
+		return fmt.Errorf("index MachineOSConfigs by pool: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("rollout").
+		For(&v1alpha1.MachineConfigPool{}, builder.WithPredicates(poolChanged())).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfNode), builder.WithPredicates(nodeChanged())).
+		Watches(&v1alpha1.MachineOSConfig{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: o.(*v1alpha1.MachineOSConfig).Spec.MachineConfigPool.Name}}}
+		})).
+		Watches(&v1alpha1.MachineOSBuild{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if p := o.GetLabels()[v1alpha1.PoolLabel]; p != "" {
+				return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: p}}}
+			}
+			return nil
+		})).
+		Complete(r)
+}
+
+// poolChanged passes a pool's spec changes and a new rendered config, not
+// the status this controller writes itself.
+func poolChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.(*v1alpha1.MachineConfigPool), e.ObjectNew.(*v1alpha1.MachineConfigPool)
+			return o.Generation != n.Generation || o.Status.Configuration.Name != n.Status.Configuration.Name ||
+				!equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.DeletionTimestamp != n.DeletionTimestamp
+		},
+	}
+}
+
+// nodeChanged passes what the rollout reads of a node: labels (pool
+// membership), annotations (the protocol), readiness and schedulability.
+// With the stripped cache, heartbeats change none of them.
+func nodeChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+			return isReady(o) != isReady(n) || o.Spec.Unschedulable != n.Spec.Unschedulable ||
+				!equality.Semantic.DeepEqual(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.Annotations, n.Annotations)
+		},
+	}
+}
+
+// poolsOfNode maps a node to the pools that select it now and the pool
+// that took it (which it may have left).
+func (r *Reconciler) poolsOfNode(ctx context.Context, o client.Object) []reconcile.Request {
+	n := o.(*corev1.Node)
+	var pools v1alpha1.MachineConfigPoolList
+	if err := r.Client.List(ctx, &pools); err != nil {
+		// The cache's List fails only before it has synced; the pools are
+		// all reconciled once it has.
+		return nil
+	}
+	names := poolSelectors(pools.Items).poolsOf(n)
+	if p := n.Annotations[v1alpha1.NodePoolAnnotation]; p != "" {
+		names = append(names, p)
+	}
+	reqs := make([]reconcile.Request, 0, len(names))
+	for _, p := range names {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Name: p}})
+	}
+	return reqs
+}
+
+// scope is one reconcile's inputs and results.
+type scope struct {
+	pool   *v1alpha1.MachineConfigPool
+	target target
+	result plan.Result
+	// nodeErr is a failure to write a node, reported in the status.
+	nodeErr error
+}
+
+// Reconcile plans the pool's rollout and writes the nodes' desired state
+// and the pool's status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pool := &v1alpha1.MachineConfigPool{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if pool.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	s := &scope{pool: pool}
+	var err error
+	if s.target, err = r.targetFor(ctx, pool); err != nil {
+		return ctrl.Result{}, err
+	}
+	nodes, err := r.poolNodes(ctx, pool)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s.result = plan.Plan(planPool(pool), s.target.Target, nodes.plan)
+	s.nodeErr = r.apply(ctx, s, nodes.byName)
+
+	if err := r.writeStatus(ctx, s); err != nil {
+		if apierrors.IsConflict(err) {
+			// Another controller wrote the pool; its event brings us back.
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, s.nodeErr
+}
+
+func planPool(pool *v1alpha1.MachineConfigPool) plan.Pool {
+	p := plan.Pool{Name: pool.Name, Paused: pool.Spec.Paused, MaxUnavailable: pool.Spec.MaxUnavailable, MaxFailedNodes: 1}
+	if pool.Spec.MaxFailedNodes != nil {
+		p.MaxFailedNodes = *pool.Spec.MaxFailedNodes
+	}
+	return p
+}
+
+// poolNodeSet is the pool's nodes, for the planner and by name.
+type poolNodeSet struct {
+	plan   []plan.Node
+	byName map[string]*corev1.Node
+}
+
+// poolNodes lists the nodes the pool selects, each with every pool that
+// selects it (more than one is a conflict the planner reports). The list
+// comes from the cache without copies: nothing here modifies it.
+func (r *Reconciler) poolNodes(ctx context.Context, pool *v1alpha1.MachineConfigPool) (poolNodeSet, error) {
+	set := poolNodeSet{byName: map[string]*corev1.Node{}}
+	sel := nodeSelector(pool)
+	if sel == nil {
+		return set, nil
+	}
+	var pools v1alpha1.MachineConfigPoolList
+	if err := r.Client.List(ctx, &pools); err != nil {
+		return set, fmt.Errorf("list pools: %w", err)
+	}
+	sels := poolSelectors(pools.Items)
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
+		return set, fmt.Errorf("list nodes of pool %s: %w", pool.Name, err)
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		set.byName[n.Name] = n
+		set.plan = append(set.plan, planNode(n, sels.poolsOf(n)))
+	}
+	return set, nil
+}
+
+// apply writes the planned desired state onto the nodes, with what their
+// daemons need to carry it out.
+func (r *Reconciler) apply(ctx context.Context, s *scope, nodes map[string]*corev1.Node) error {
+	health := DefaultHealthCheckTimeout
+	if s.pool.Spec.HealthCheckTimeout != nil {
+		health = s.pool.Spec.HealthCheckTimeout.Duration
+	}
+	var errs []error
+	for _, a := range s.result.Actions {
+		n, ok := nodes[a.Node]
+		if !ok {
+			continue
+		}
+		patch := client.MergeFrom(n)
+		next := n.DeepCopy()
+		if next.Annotations == nil {
+			next.Annotations = map[string]string{}
+		}
+		next.Annotations[v1alpha1.DesiredConfigAnnotation] = a.Config
+		next.Annotations[v1alpha1.DesiredImageAnnotation] = a.Image
+		next.Annotations[v1alpha1.NodePoolAnnotation] = s.pool.Name
+		next.Annotations[v1alpha1.HealthCheckTimeoutAnnotation] = health.String()
+		if s.target.pullSecret != "" {
+			next.Annotations[v1alpha1.ImagePullSecretAnnotation] = s.target.pullSecret
+		} else {
+			delete(next.Annotations, v1alpha1.ImagePullSecretAnnotation)
+		}
+		if err := r.Client.Patch(ctx, next, patch); err != nil {
+			errs = append(errs, fmt.Errorf("set the desired state of node %s: %w", a.Node, err))
+			continue
+		}
+		r.Recorder.Eventf(s.pool, next, corev1.EventTypeNormal, "NodeUpdateStarted", "Update",
+			"Node %s: desired config %s, image %s", a.Node, a.Config, a.Image)
+	}
+	return errors.Join(errs...)
+}
+
+// writeStatus patches the pool's status when it changed.
+func (r *Reconciler) writeStatus(ctx context.Context, s *scope) error {
+	next := s.pool.DeepCopy()
+	setStatus(next, s)
+	if equality.Semantic.DeepEqual(next.Status, s.pool.Status) {
+		return nil
+	}
+	if err := status.Patch(ctx, r.Client, s.pool, next); err != nil {
+		return fmt.Errorf("write status of pool %s: %w", s.pool.Name, err)
+	}
+	return nil
+}

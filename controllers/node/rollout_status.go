@@ -1,0 +1,132 @@
+package node
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers/node/plan"
+	"github.com/strata-dev/strata/internal/poolstatus"
+	"github.com/strata-dev/strata/internal/status"
+)
+
+// maxListed bounds how many nodes a condition message names; the counts
+// say how many there are.
+const maxListed = 10
+
+// setStatus computes every part of the pool's status this controller owns,
+// every time: the machine counts and the Updated, Updating and
+// NodeDegraded conditions (and with them the aggregate Degraded).
+func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
+	res := s.result
+	st := &pool.Status
+	st.MachineCount = res.MachineCount
+	st.UpdatedMachineCount = res.UpdatedCount
+	st.ReadyMachineCount = res.ReadyCount
+	st.UnavailableMachineCount = res.UnavailableCount
+	st.DegradedMachineCount = res.DegradedCount
+
+	gen := pool.Generation
+	updated := metav1.Condition{Type: v1alpha1.PoolUpdated, ObservedGeneration: gen}
+	updating := metav1.Condition{Type: v1alpha1.PoolUpdating, ObservedGeneration: gen}
+	what := describeTarget(s.target)
+
+	switch {
+	case res.Updated:
+		updated.Status, updated.Reason = metav1.ConditionTrue, v1alpha1.ReasonAllNodesUpdated
+		updated.Message = fmt.Sprintf("All %d nodes run %s", res.MachineCount, what)
+		if res.MachineCount == 0 {
+			updated.Reason, updated.Message = v1alpha1.ReasonNoNodes, "The pool selects no node"
+		}
+	case s.target.Waiting != "":
+		updated.Status, updated.Reason, updated.Message = metav1.ConditionFalse, v1alpha1.ReasonWaitingForImage, s.target.Waiting
+	case pool.Spec.Paused:
+		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonPaused
+		updated.Message = fmt.Sprintf("The pool is paused: %d of %d nodes run %s", res.UpdatedCount, res.MachineCount, what)
+	case res.Halted:
+		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonRolloutHalted
+		updated.Message = fmt.Sprintf("The rollout of %s is halted: %d nodes failed (maxFailedNodes %d); %d of %d nodes updated",
+			what, failedOnTarget(res), planPool(pool).MaxFailedNodes, res.UpdatedCount, res.MachineCount)
+	default:
+		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonRollingOut
+		updated.Message = fmt.Sprintf("%d of %d nodes run %s", res.UpdatedCount, res.MachineCount, what)
+	}
+	if len(res.WaitingForDaemon) > 0 && !res.Updated {
+		updated.Message += fmt.Sprintf("; waiting for the daemon to record the original image of %s", listed(res.WaitingForDaemon))
+	}
+	if len(s.target.ignored) > 0 {
+		updated.Message += fmt.Sprintf("; not applied, since the pool has no MachineOSConfig to build an image: %s (only /var-bound files reach its nodes)",
+			strings.Join(s.target.ignored, ", "))
+		if res.Updated {
+			updated.Reason = v1alpha1.ReasonImageOnlyContent
+		}
+	}
+
+	switch {
+	case res.Updating:
+		updating.Status, updating.Reason = metav1.ConditionTrue, v1alpha1.ReasonRollingOut
+		updating.Message = fmt.Sprintf("Updating to %s: %d of %d nodes updated, %d unavailable (maxUnavailable %d)",
+			what, res.UpdatedCount, res.MachineCount, res.UnavailableCount, res.MaxUnavailable)
+	case pool.Spec.Paused:
+		updating.Status, updating.Reason, updating.Message = metav1.ConditionFalse, v1alpha1.ReasonPaused, "The pool is paused"
+	default:
+		updating.Status, updating.Reason, updating.Message = metav1.ConditionFalse, updated.Reason, updated.Message
+	}
+
+	degraded := metav1.Condition{Type: v1alpha1.PoolNodeDegraded, ObservedGeneration: gen,
+		Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonAsExpected, Message: "No node failed its update"}
+	var problems []string
+	for i, p := range res.Degraded {
+		if i == maxListed {
+			problems = append(problems, fmt.Sprintf("and %d more", len(res.Degraded)-maxListed))
+			break
+		}
+		problems = append(problems, "node "+p.Node+": "+p.Reason)
+	}
+	if len(res.Conflicts) > 0 {
+		problems = append(problems, "selected by several pools and left alone: "+listed(res.Conflicts))
+	}
+	if s.nodeErr != nil {
+		problems = append(problems, s.nodeErr.Error())
+	}
+	if len(problems) > 0 {
+		degraded.Status = metav1.ConditionTrue
+		degraded.Reason = v1alpha1.ReasonNodesDegraded
+		if len(res.Degraded) == 0 && len(res.Conflicts) > 0 {
+			degraded.Reason = v1alpha1.ReasonNodeConflict
+		}
+		degraded.Message = strings.Join(problems, "; ")
+		if res.Halted {
+			degraded.Message = "Rollout halted. " + degraded.Message
+		}
+	}
+	for _, c := range []*metav1.Condition{&updated, &updating, &degraded} {
+		c.Message = status.Message(c.Message)
+		meta.SetStatusCondition(&st.Conditions, *c)
+	}
+	poolstatus.SetDegraded(pool)
+}
+
+func describeTarget(t target) string {
+	switch {
+	case t.Config == "":
+		return "no configuration"
+	case t.Image == "":
+		return t.Config + " on their original images"
+	default:
+		return t.Config + " (" + t.Image + ")"
+	}
+}
+
+// failedOnTarget counts the nodes that failed on the current target.
+func failedOnTarget(res plan.Result) int32 { return res.FailedCount }
+
+func listed(names []string) string {
+	if len(names) > maxListed {
+		return strings.Join(names[:maxListed], ", ") + fmt.Sprintf(" and %d more", len(names)-maxListed)
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,140 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/controllers/node/plan"
+)
+
+var digested = regexp.MustCompile(v1alpha1.DigestedPullSpecPattern)
+
+// target is a pool's target and what the daemons need besides it.
+type target struct {
+	plan.Target
+	// pullSecret is the Secret the daemons write to /run/ostree/auth.json
+	// (the MachineOSConfig's renderedImagePullSecret); "" for none.
+	pullSecret string
+	// ignored lists content of the rendered config that only an image
+	// carries, in a pool that builds none: reported, not applied.
+	ignored []string
+}
+
+// targetFor works out what the pool's nodes should run:
+//
+//   - a layered pool (a MachineOSConfig names it and is not being
+//     deleted): the MachineOSConfig's current image, but only once the
+//     build of the pool's current rendered config has succeeded, so that
+//     nodes never get an image of another configuration;
+//   - otherwise the rendered config's osImageURL, which must be pinned by
+//     digest (nodes pull by digest only);
+//   - otherwise each node's original image (Target.Image ""), so deleting
+//     a MachineOSConfig rolls its pool back.
+func (r *Reconciler) targetFor(ctx context.Context, pool *v1alpha1.MachineConfigPool) (target, error) {
+	var t target
+	t.Config = pool.Status.Configuration.Name
+	if t.Config == "" {
+		t.Waiting = "The pool has no rendered configuration yet"
+		return t, nil
+	}
+	mosc, err := r.layeredBy(ctx, pool.Name)
+	if err != nil {
+		return t, err
+	}
+	if mosc != nil {
+		if mosc.Spec.RenderedImagePullSecret != nil {
+			t.pullSecret = mosc.Spec.RenderedImagePullSecret.Name
+		}
+		t.Image, t.Waiting, err = r.builtImage(ctx, mosc, t.Config)
+		return t, err
+	}
+
+	rendered := &v1alpha1.MachineConfig{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: t.Config}, rendered); err != nil {
+		if apierrors.IsNotFound(err) {
+			t.Waiting = "Rendered config " + t.Config + " does not exist (yet)"
+			return t, nil
+		}
+		return t, fmt.Errorf("get rendered config %s: %w", t.Config, err)
+	}
+	if url := rendered.Spec.OSImageURL; url != "" {
+		if !digested.MatchString(url) {
+			t.Waiting = fmt.Sprintf("osImageURL %q of %s is not pinned by digest: nodes pull by digest only; write repository@sha256:<digest>", url, t.Config)
+			return t, nil
+		}
+		t.Image = url
+	}
+	split, err := containerfile.SplitForNode(&rendered.Spec)
+	if err != nil {
+		// The render controller validated it; this cannot happen unless
+		// the validator changed under a stored config.
+		t.Waiting = fmt.Sprintf("Rendered config %s is not valid: %v", t.Config, err)
+		return t, nil
+	}
+	t.ignored = split.ImageOnly
+	return t, nil
+}
+
+// layeredBy is the MachineOSConfig that layers the pool, or nil. One being
+// deleted no longer counts: its pool rolls back while the finalizer runs.
+func (r *Reconciler) layeredBy(ctx context.Context, pool string) (*v1alpha1.MachineOSConfig, error) {
+	var list v1alpha1.MachineOSConfigList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{moscPoolIndex: pool}); err != nil {
+		return nil, fmt.Errorf("list MachineOSConfigs of pool %s: %w", pool, err)
+	}
+	var found *v1alpha1.MachineOSConfig
+	for i := range list.Items {
+		m := &list.Items[i]
+		if m.DeletionTimestamp != nil {
+			continue
+		}
+		// Two MachineOSConfigs for one pool: the build controller reports
+		// it; the oldest one (by name on ties) is the one that builds.
+		if found == nil || m.CreationTimestamp.Before(&found.CreationTimestamp) ||
+			(m.CreationTimestamp.Equal(&found.CreationTimestamp) && m.Name < found.Name) {
+			found = m
+		}
+	}
+	return found, nil
+}
+
+// builtImage is the layered pool's image for the rendered config, or why
+// there is none yet.
+func (r *Reconciler) builtImage(ctx context.Context, mosc *v1alpha1.MachineOSConfig, config string) (image, waiting string, err error) {
+	if mosc.Status.MachineOSBuild == nil {
+		return "", "MachineOSConfig " + mosc.Name + " has no build yet", nil
+	}
+	b := &v1alpha1.MachineOSBuild{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: mosc.Status.MachineOSBuild.Name}, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", "Build " + mosc.Status.MachineOSBuild.Name + " does not exist (yet)", nil
+		}
+		return "", "", fmt.Errorf("get build %s: %w", mosc.Status.MachineOSBuild.Name, err)
+	}
+	switch {
+	case b.Spec.MachineConfig.Name != config:
+		return "", fmt.Sprintf("Waiting for a build of %s (build %s is of %s)", config, b.Name, b.Spec.MachineConfig.Name), nil
+	case meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildSucceeded):
+		img := b.Status.DigestedImagePushSpec
+		if !digested.MatchString(img) {
+			return "", fmt.Sprintf("Build %s succeeded without an image by digest (%q)", b.Name, img), nil
+		}
+		return img, "", nil
+	case meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildFailed):
+		msg := "Build " + b.Name + " of " + config + " failed; nodes keep the image they run"
+		if b.Status.Failure != nil {
+			msg += ": " + strings.TrimSpace(b.Status.Failure.Message)
+		}
+		return "", msg, nil
+	default:
+		return "", "Build " + b.Name + " of " + config + " is not done yet", nil
+	}
+}
