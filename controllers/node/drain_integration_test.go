@@ -49,7 +49,7 @@ func TestDrainPastItsTimeoutDegradesTheNodeAndNamesTheBudget(t *testing.T) {
 	must(t, env.Client.Create(ctx, ns))
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "guarded", Labels: map[string]string{"app": "guarded"}},
-		Spec: corev1.PodSpec{NodeName: "pdb-0", Containers: []corev1.Container{{Name: "c", Image: "registry.example.com/app@sha256:" + digest('1')}}},
+		Spec:       corev1.PodSpec{NodeName: "pdb-0", Containers: []corev1.Container{{Name: "c", Image: "registry.example.com/app@sha256:" + digest('1')}}},
 	}
 	must(t, env.Client.Create(ctx, pod))
 	// Evictions ignore budgets for pending pods: make it run, as a kubelet
