@@ -1,6 +1,6 @@
 // Package cmd_test checks the contract every Strata binary keeps: it
-// builds, answers --help and --version, and what is not implemented says
-// so and exits non-zero.
+// builds, answers --help and --version, and refuses an unknown flag or a
+// missing required one with a non-zero exit.
 package cmd_test
 
 import (
@@ -49,9 +49,14 @@ func TestBinaries(t *testing.T) {
 	}
 }
 
-func TestUnimplementedSaysSo(t *testing.T) {
-	out, code := run(build(t, "strata-daemon"))
-	if code == 0 || !strings.Contains(out, "not implemented") {
-		t.Errorf("strata-daemon: exit %d, output %q; want a non-zero exit that says it is not implemented", code, out)
+// TestDaemonNeedsNodeName: without its node the daemon cannot know which
+// Node to watch, and says so instead of watching none.
+func TestDaemonNeedsNodeName(t *testing.T) {
+	cmd := exec.Command(build(t, "strata-daemon"))
+	cmd.Env = append(cmd.Environ(), "NODE_NAME=")
+	b, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || !strings.Contains(string(b), "--node-name") {
+		t.Errorf("strata-daemon without a node: %v, output %q; want a non-zero exit that names --node-name", err, b)
 	}
 }

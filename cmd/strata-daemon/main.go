@@ -1,30 +1,155 @@
-// Command strata-daemon is the node agent: it drains its node, switches it
-// to the desired image with bootc, reboots, verifies and uncordons.
+// Command strata-daemon is the node agent: it stages the desired OS image
+// with bootc, asks the controller to drain its node, writes the
+// /var-bound configuration, reboots, verifies the booted image and the
+// node's health, asks for the uncordon, and rolls back once a node that
+// does not come back healthy.
 package main
 
 import (
 	"errors"
+	goflag "flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/strata-dev/strata/internal/scheme"
 	"github.com/strata-dev/strata/internal/version"
+	"github.com/strata-dev/strata/rollout"
+	"github.com/strata-dev/strata/rollout/bootc"
+	"github.com/strata-dev/strata/rollout/hostfs"
 )
 
+type options struct {
+	nodeName      string
+	kubeconfig    string
+	namespace     string
+	hostRoot      string
+	bootcCommand  string
+	rebootCommand string
+	healthCommand string
+	bootIDFile    string
+	stateDir      string
+	resync        time.Duration
+	metricsAddr   string
+	zap           zap.Options
+}
+
 func main() {
+	o := options{}
 	cmd := &cobra.Command{
-		Use:           "strata-daemon",
-		Short:         "Strata's node agent: applies the desired OS image to its node with bootc",
+		Use:   "strata-daemon",
+		Short: "Strata's node agent: applies the desired OS image to its node with bootc",
+		Long: `strata-daemon runs on every node (or, for simulated nodes, once per node)
+and takes its own Node through updates: it watches only that Node's
+annotations, stages the desired image with bootc switch while workloads
+still run, asks the rollout controller for a drain, writes the /var-bound
+configuration, reboots, verifies the booted digest and the node's health,
+asks for the uncordon, and rolls the node back once if it does not come back
+healthy. Its record of an update in progress lives in --state-dir, on /var,
+which survives reboots.`,
+		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("the node rollout is not implemented yet")
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("state-dir") {
+				o.stateDir = filepath.Join(o.hostRoot, "var", "lib", "strata")
+			}
+			return run(o)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "the daemon's own Node (default $NODE_NAME)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default $KUBECONFIG; without one, the in-cluster config)")
+	f.StringVar(&o.namespace, "namespace", "strata-system", "namespace of the image pull secrets")
+	f.StringVar(&o.hostRoot, "host-root", "/", "the host's root directory; every host path is under it")
+	f.StringVar(&o.bootcCommand, "bootc-command", "bootc", "bootc command, split at white space (on a node from a pod: \"nsenter --target 1 --mount --pid -- bootc\")")
+	f.StringVar(&o.rebootCommand, "reboot-command", "nsenter --target 1 --mount --pid -- systemctl reboot", "reboot command, split at white space")
+	f.StringVar(&o.healthCommand, "health-check-command", "", "health check run after an update's reboot, split at white space; exit 0 means healthy (empty: only the Node's Ready condition counts)")
+	f.StringVar(&o.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding the id of the running boot")
+	f.StringVar(&o.stateDir, "state-dir", "", "directory of the daemon's state file (default <host-root>/var/lib/strata)")
+	f.DurationVar(&o.resync, "resync-period", rollout.DefaultResync, "how often to sync without a Node event")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address the Prometheus metrics endpoint binds to; 0 disables it")
+	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
+	o.zap.BindFlags(zfs)
+	f.AddGoFlagSet(zfs)
 	version.Apply(cmd)
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "strata-daemon:", err)
 		os.Exit(1)
 	}
+}
+
+func run(o options) error {
+	if o.nodeName == "" {
+		return errors.New("--node-name (or $NODE_NAME) is required")
+	}
+	if o.resync <= 0 {
+		return errors.New("--resync-period must be positive")
+	}
+	bc, err := bootc.NewCommand(o.bootcCommand)
+	if err != nil {
+		return fmt.Errorf("--bootc-command: %w", err)
+	}
+	reboot := strings.Fields(o.rebootCommand)
+	if len(reboot) == 0 {
+		return errors.New("--reboot-command is empty")
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	log := ctrl.Log.WithName("setup")
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	root, err := hostfs.Open(o.hostRoot)
+	if err != nil {
+		return fmt.Errorf("--host-root: %w", err)
+	}
+	defer root.Close()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme.New(),
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress: "0",
+		Cache:                  rollout.CacheOptions(o.nodeName),
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	d := &rollout.Daemon{
+		Client:    mgr.GetClient(),
+		Reader:    mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("strata-daemon"),
+		NodeName:  o.nodeName,
+		Namespace: o.namespace,
+		Root:      root,
+		StateDir:  o.stateDir,
+		Bootc:     bc,
+		Machine: &rollout.Commands{
+			BootIDFile: o.bootIDFile,
+			RebootArgv: reboot,
+			HealthArgv: strings.Fields(o.healthCommand),
+		},
+	}
+	if err := (&rollout.Reconciler{Daemon: d, Resync: o.resync}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the daemon: %w", err)
+	}
+	log.Info("Starting", "node", o.nodeName, "hostRoot", o.hostRoot, "stateDir", o.stateDir, "version", version.Version)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// restConfig loads a kubeconfig file, or the in-cluster config without
+// one.
+func restConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		return rest.InClusterConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", path)
 }

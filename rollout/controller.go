@@ -1,0 +1,97 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// DefaultResync is how often the daemon syncs without a Node event:
+// bootc's state, the boot id and the health check change without one.
+const DefaultResync = 10 * time.Second
+
+// DefaultRebootWait is how long the daemon waits to be killed by the
+// reboot it asked for before it asks again.
+const DefaultRebootWait = 15 * time.Minute
+
+// CacheOptions restricts a manager's cache to the daemon's own Node, so
+// that the daemon neither needs nor holds a view of other nodes.
+func CacheOptions(nodeName string) cache.Options {
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
+	}}
+}
+
+// Reconciler runs the Daemon's sync for its Node in a controller-runtime
+// manager whose cache CacheOptions restricts.
+type Reconciler struct {
+	Daemon *Daemon
+	// Resync is the period of syncs without events; 0 means
+	// DefaultResync.
+	Resync time.Duration
+	// RebootWait is how long a sync waits for the reboot it asked for;
+	// 0 means DefaultRebootWait.
+	RebootWait time.Duration
+}
+
+// SetupWithManager registers the reconciler for the daemon's Node. One
+// sync runs at a time; a failed one is retried after 1 s, doubling to
+// 2 min.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	name := r.Daemon.NodeName
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("strata-daemon").
+		For(&corev1.Node{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetName() == name
+		}))).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: 1,
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 2*time.Minute),
+		}).
+		Complete(r)
+}
+
+// Reconcile syncs the node. After the reboot command it blocks until the
+// reboot kills the daemon, or until RebootWait passes.
+func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.Result, error) {
+	res, err := r.Daemon.Sync(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if res.Rebooting {
+		wait := r.RebootWait
+		if wait <= 0 {
+			wait = DefaultRebootWait
+		}
+		log.FromContext(ctx).Info("Waiting for the reboot", "timeout", wait.String())
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctrl.Result{}, nil
+		case <-t.C:
+			r.Daemon.RebootTimedOut()
+			return ctrl.Result{}, fmt.Errorf("the node did not reboot within %s of the reboot command", wait)
+		}
+	}
+	resync := r.Resync
+	if resync <= 0 {
+		resync = DefaultResync
+	}
+	if res.RequeueAfter > 0 && res.RequeueAfter < resync {
+		resync = res.RequeueAfter
+	}
+	return ctrl.Result{RequeueAfter: resync}, nil
+}

@@ -1,0 +1,299 @@
+// Package hostfs writes files on the host through a directory descriptor
+// of the host's root, so that no path, and no symbolic link on the way,
+// can lead outside it: every lookup is an openat2 with RESOLVE_IN_ROOT
+// (an absolute link or ".." stops at the host root, as if the daemon were
+// chrooted there) and RESOLVE_NO_MAGICLINKS, and every change is made
+// with *at calls on the final component relative to its parent's
+// descriptor. Files are replaced atomically: a temporary file in the same
+// directory, fsync, rename, fsync of the directory.
+package hostfs
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// inRoot resolves a path as if the root descriptor were "/".
+const inRoot = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS
+
+// beneathNoLinks opens one name in a directory, refusing any link.
+const beneathNoLinks = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// dirMode is the mode of the parent directories the package creates.
+const dirMode = 0o755
+
+// Root is an open host root directory.
+type Root struct {
+	path string
+	fd   int
+}
+
+// Open opens the host root at dir.
+func Open(dir string) (*Root, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return &Root{path: dir, fd: fd}, nil
+}
+
+// Close closes the root's descriptor.
+func (r *Root) Close() error {
+	return unix.Close(r.fd)
+}
+
+// Path is the root's path in the daemon's mount namespace.
+func (r *Root) Path() string {
+	return r.path
+}
+
+// rel turns a host path into one relative to the root descriptor.
+func rel(p string) string {
+	p = strings.TrimPrefix(path.Clean("/"+p), "/")
+	if p == "" {
+		return "."
+	}
+	return p
+}
+
+// split gives a host path's parent and final name; the name is never
+// empty, "." or "..".
+func split(p string) (string, string, error) {
+	clean := path.Clean("/" + p)
+	dir, name := path.Split(clean)
+	if name == "" || name == "." || name == ".." {
+		return "", "", fmt.Errorf("%q has no file name", p)
+	}
+	return dir, name, nil
+}
+
+func openat2(dirfd int, name string, flags int, mode uint32, resolve uint64) (int, error) {
+	how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: resolve}
+	for i := 0; ; i++ {
+		fd, err := unix.Openat2(dirfd, name, how)
+		// RESOLVE_IN_ROOT answers EAGAIN when a rename raced the lookup.
+		if (err == unix.EAGAIN || err == unix.EINTR) && i < 16 {
+			continue
+		}
+		return fd, err
+	}
+}
+
+// open opens a host path, following links only inside the root.
+func (r *Root) open(p string, flags int) (int, error) {
+	fd, err := openat2(r.fd, rel(p), flags, 0, inRoot)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	return fd, nil
+}
+
+// openDir opens a host directory.
+func (r *Root) openDir(p string) (int, error) {
+	return r.open(p, unix.O_RDONLY|unix.O_DIRECTORY)
+}
+
+// mkdirAll opens the host directory p, creating what is missing of it
+// with mode 0755 owned by root.
+func (r *Root) mkdirAll(p string) (int, error) {
+	fd, err := r.openDir(p)
+	if err == nil || !errors.Is(err, unix.ENOENT) {
+		return fd, err
+	}
+	parent, name, serr := split(p)
+	if serr != nil {
+		return -1, err
+	}
+	pfd, err := r.mkdirAll(parent)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(pfd)
+	fd, err = ensureDir(pfd, name, dirMode, 0, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "mkdir", Path: p, Err: err}
+	}
+	return fd, nil
+}
+
+// ensureDir opens the directory name in dfd, creating it with mode and
+// owner when it does not exist. An existing directory keeps its mode and
+// owner; a link in its place is refused.
+func ensureDir(dfd int, name string, mode uint32, uid, gid int) (int, error) {
+	err := unix.Mkdirat(dfd, name, 0o700)
+	if err != nil && err != unix.EEXIST {
+		return -1, err
+	}
+	fd, oerr := openat2(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0, beneathNoLinks)
+	if oerr != nil {
+		return -1, oerr
+	}
+	if err == nil {
+		// Created 0700 and opened to fix mode and owner, so the
+		// directory is never more open than asked for.
+		if err := setOwnerMode(fd, uid, gid, mode); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+	}
+	return fd, nil
+}
+
+// setOwnerMode sets an open file's owner and then its mode (chown clears
+// set-id bits, so the mode comes last).
+func setOwnerMode(fd, uid, gid int, mode uint32) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if int(st.Uid) != uid || int(st.Gid) != gid {
+		if err := unix.Fchown(fd, uid, gid); err != nil {
+			return err
+		}
+	}
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&0o7777 != mode&0o7777 {
+		return unix.Fchmod(fd, mode&0o7777)
+	}
+	return nil
+}
+
+// tempName is a fresh name for a temporary file next to name.
+func tempName(name string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	if len(name) > 200 {
+		name = name[:200]
+	}
+	return "." + name + ".strata-" + hex.EncodeToString(b[:])
+}
+
+// writeAt replaces name in dfd with a file of data, mode and owner,
+// atomically.
+func writeAt(dfd int, name string, data []byte, mode uint32, uid, gid int) error {
+	var tmp string
+	var fd int
+	for i := 0; ; i++ {
+		tmp = tempName(name)
+		var err error
+		fd, err = openat2(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o600, beneathNoLinks)
+		if err == nil {
+			break
+		}
+		if err != unix.EEXIST || i == 10 {
+			return err
+		}
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	done := false
+	defer func() {
+		if !done {
+			f.Close()
+			_ = unix.Unlinkat(dfd, tmp, 0)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := setOwnerMode(fd, uid, gid, mode); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
+		return err
+	}
+	done = true
+	return unix.Fsync(dfd)
+}
+
+// readAt reads the regular file name in dfd without following a link.
+func readAt(dfd int, name string) ([]byte, error) {
+	fd, err := openat2(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW, 0, beneathNoLinks)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// WriteFile replaces the host file p atomically with data, mode and
+// owner, creating missing parent directories (0755, root). A link at p
+// itself is replaced, not followed.
+func (r *Root) WriteFile(p string, data []byte, mode os.FileMode, uid, gid int) error {
+	dir, name, err := split(p)
+	if err != nil {
+		return err
+	}
+	dfd, err := r.mkdirAll(dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	if err := writeAt(dfd, name, data, unixMode(mode), uid, gid); err != nil {
+		return &os.PathError{Op: "write", Path: p, Err: err}
+	}
+	return nil
+}
+
+// ReadFile reads the host file p, following links only inside the root.
+func (r *Root) ReadFile(p string) ([]byte, error) {
+	fd, err := r.open(p, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// Remove removes the host file p; a missing file is no error.
+func (r *Root) Remove(p string) error {
+	dir, name, err := split(p)
+	if err != nil {
+		return err
+	}
+	dfd, err := r.openDir(dir)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	if err := unix.Unlinkat(dfd, name, 0); err != nil && err != unix.ENOENT {
+		return &os.PathError{Op: "remove", Path: p, Err: err}
+	}
+	return unix.Fsync(dfd)
+}
+
+// unixMode turns an os.FileMode into permission bits with set-id and
+// sticky bits.
+func unixMode(m os.FileMode) uint32 {
+	u := uint32(m.Perm())
+	if m&os.ModeSetuid != 0 {
+		u |= unix.S_ISUID
+	}
+	if m&os.ModeSetgid != 0 {
+		u |= unix.S_ISGID
+	}
+	if m&os.ModeSticky != 0 {
+		u |= unix.S_ISVTX
+	}
+	return u
+}

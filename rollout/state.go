@@ -1,0 +1,137 @@
+package rollout
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// StateFile is the name of the daemon's state file in its state
+// directory. The directory is on /var, which survives reboots and
+// rollbacks, so the record of an update in progress outlives the boot
+// that started it.
+const StateFile = "state.json"
+
+// Phase is how far an update got past the drain.
+type Phase string
+
+const (
+	// PhaseRebooting: the items are written and the reboot into the new
+	// image was asked for from boot BootID.
+	PhaseRebooting Phase = "rebooting"
+	// PhaseVerifying: the node booted again; the daemon waits for the
+	// desired digest to be booted and healthy.
+	PhaseVerifying Phase = "verifying"
+	// PhaseRollingBack: verification failed; `bootc rollback` and a
+	// reboot were asked for from boot BootID.
+	PhaseRollingBack Phase = "rollingBack"
+	// PhaseFailed: the update is over and failed; the daemon never tries
+	// the same key again.
+	PhaseFailed Phase = "failed"
+)
+
+// Record is the daemon's state file.
+type Record struct {
+	// OriginalImage is the image the node booted when the daemon first
+	// ran on it (repo@digest), recorded once.
+	OriginalImage string `json:"originalImage,omitempty"`
+	// CurrentConfig and CurrentImage are those of the last completed
+	// update.
+	CurrentConfig string `json:"currentConfig,omitempty"`
+	CurrentImage  string `json:"currentImage,omitempty"`
+	// Skipped are the node items the last completed update left alone,
+	// reported in the reason.
+	Skipped []string `json:"skipped,omitempty"`
+	// Update is the update past its drain, or the last one that failed.
+	Update *UpdateRecord `json:"update,omitempty"`
+}
+
+// UpdateRecord is one update of the node to a desired image and config.
+type UpdateRecord struct {
+	// Key names the update: UpdateKey(Image, Config).
+	Key    string `json:"key"`
+	Image  string `json:"image"`
+	Config string `json:"config"`
+	Phase  Phase  `json:"phase"`
+	// BootID is the boot the last reboot was asked from; another boot id
+	// means the reboot happened.
+	BootID string `json:"bootID,omitempty"`
+	// VerifyStarted is when the daemon first saw the node booted after
+	// the update's reboot: the health check timeout counts from there,
+	// across restarts of the daemon.
+	VerifyStarted *time.Time `json:"verifyStarted,omitempty"`
+	// Skipped are the node items left alone.
+	Skipped []string `json:"skipped,omitempty"`
+	// Failure says why verification failed.
+	Failure string `json:"failure,omitempty"`
+	// RollbackIssued is set once `bootc rollback` succeeded.
+	RollbackIssued bool `json:"rollbackIssued,omitempty"`
+	// Reason is the Degraded reason of a failed update.
+	Reason string `json:"reason,omitempty"`
+}
+
+// LoadRecord reads the state file in dir; a missing file is an empty
+// record.
+func LoadRecord(dir string) (*Record, error) {
+	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return &Record{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state file: %w", err)
+	}
+	var r Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("parse state file %s: %w", filepath.Join(dir, StateFile), err)
+	}
+	return &r, nil
+}
+
+// SaveRecord replaces the state file in dir atomically: a temporary file,
+// fsync, rename, fsync of the directory, so that a crash leaves the old
+// record or the new one.
+func SaveRecord(dir string, r *Record) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create state directory: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "."+StateFile+".*")
+	if err != nil {
+		return fmt.Errorf("write state file: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		return fmt.Errorf("write state file: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("write state file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write state file: %w", err)
+	}
+	if err := os.Rename(f.Name(), filepath.Join(dir, StateFile)); err != nil {
+		return fmt.Errorf("write state file: %w", err)
+	}
+	done = true
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("write state file: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("write state file: %w", err)
+	}
+	return nil
+}
