@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # setup-infra.sh builds and caches, under .infra/ (git-ignored), every
 # external binary Strata's tests run: Kubernetes components and etcd from
-# source through the Go module proxy, the distribution registry and crane
-# with go install, and buildah/skopeo (plus the cluster's containerd, runc
-# and CNI plugins when asked) from Debian.
+# source through the Go module proxy, the distribution registry, crane (and
+# for the cluster kwok) with go install, and buildah, skopeo and ostree (and
+# for the cluster containerd, runc and the CNI plugins) from Debian.
 #
 # Nothing is downloaded except Go modules and Debian packages. When a binary
 # is already present and its stamp matches the pinned version it is left
@@ -21,6 +21,7 @@ KUBE_VERSION=v1.37.1
 ETCD_VERSION=v3.6.16
 REGISTRY_VERSION=v3.1.2
 CRANE_VERSION=v0.22.1
+KWOK_VERSION=v0.8.0
 
 log() { printf 'setup-infra: %s\n' "$*" >&2; }
 
@@ -87,6 +88,10 @@ apt_ensure() { # COMMAND... then -- PACKAGE...
 envtest() {
 	# busybox-static: the base image of the renderer's and builder's real build tests.
 	apt_ensure buildah skopeo /bin/busybox -- buildah skopeo busybox-static
+	# The bootc simulator (internal/bootcsim) deploys into a real ostree
+	# sysroot, and its cleanup needs chattr -i on the deployments.
+	apt_ensure /usr/bin/ostree -- ostree
+	apt_ensure chattr -- e2fsprogs
 	build_etcd
 	build_kube kube-apiserver kubectl
 	go_install registry github.com/distribution/distribution/v3/cmd/registry "$REGISTRY_VERSION"
@@ -98,6 +103,8 @@ cluster() {
 	apt_ensure containerd runc /usr/lib/cni/bridge /bin/busybox debootstrap iptables openssl curl -- \
 		containerd runc containernetworking-plugins busybox-static debootstrap iptables openssl curl
 	build_kube kube-controller-manager kube-scheduler kubelet
+	# kwok keeps the simulated nodes (e2e/simnode) Ready and runs their pods.
+	go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
 }
 
 case ${1:-envtest} in

@@ -13,6 +13,7 @@ source "$(dirname "$0")/lib.sh"
 if [[ ! -f $journal ]]; then
 	if [[ -d $state ]]; then
 		umount_under "$state" 2>/dev/null || true
+		unimmutable_deployments "$state"
 	fi
 	rm -rf "$state"
 	log "nothing to undo"
@@ -163,8 +164,11 @@ for p in "${absent[@]}"; do
 	fi
 done
 
-# 8. The run's own state; the journal goes last.
+# 8. The run's own state; the journal goes last. Simulated nodes' roots
+# (e2e/simnode) that a killed test left behind hold immutable ostree
+# deployments.
 umount_under "$state"
+unimmutable_deployments "$state"
 find "$state" -mindepth 1 -maxdepth 1 ! -name journal -exec rm -rf {} + 2>/dev/null
 if [[ -f $logs/host.before ]]; then
 	"$(dirname "$0")/hostcheck.sh" compare "$logs/host.before" || true

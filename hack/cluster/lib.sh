@@ -170,6 +170,20 @@ EOF
 	wait_for "the registry" 30 registry_up
 }
 
+# unimmutable_deployments DIR: clear the immutable flag ostree sets on each
+# deployment directory (sysroot/ostree/deploy/OS/deploy/CHECKSUM.N) in the
+# simulated nodes' roots that e2e/simnode keeps in DIR/simnodes-*, so that
+# rm -rf can remove them.
+unimmutable_deployments() {
+	local d
+	for d in "$1"/simnodes-*; do
+		[[ -d $d ]] || continue
+		find "$d" -maxdepth 7 -type d -path '*/sysroot/ostree/deploy/*/deploy/*' -prune \
+			-exec chattr -i {} + 2>/dev/null
+	done
+	return 0
+}
+
 # umount_under DIR: unmount everything mounted at or below DIR, deepest
 # first, repeating for stacked mounts; lazily when a mount is busy.
 umount_under() {

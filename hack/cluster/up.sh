@@ -2,7 +2,8 @@
 # up.sh starts a real one-node Kubernetes cluster on this machine for the
 # e2e suite: the local registry (127.0.0.1:5000), etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, containerd + runc and the kubelet,
-# with every file under .infra/cluster. It builds the local images first
+# and kwok for the simulated nodes (e2e/simnode), with every file under
+# .infra/cluster. It builds the local images first
 # (images.sh), writes .infra/cluster/kubeconfig and returns once the node is
 # Ready and the default service account exists.
 #
@@ -15,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"
 
-components=(registry etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+components=(registry etcd kube-apiserver kube-controller-manager kube-scheduler kwok containerd kubelet)
 
 healthy() {
 	local c
@@ -43,7 +44,7 @@ filter=$(printf 'sport = :%s or ' "${ports[@]}")
 busy=$(ss -Hltn "( ${filter% or } )" 2>/dev/null || true)
 [[ -z $busy ]] || die "the test cluster's ports are in use (another test cluster? make cluster-down in its checkout): $(echo $busy)"
 
-for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl registry crane; do
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl registry crane kwok; do
 	[[ -x $bin/$b ]] || die "$bin/$b missing; run hack/setup-infra.sh cluster (make cluster-up does)"
 done
 for b in containerd containerd-shim-runc-v2 runc iptables openssl curl /usr/lib/cni/bridge; do
@@ -117,6 +118,9 @@ cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-clien
 cert admin "/O=system:masters/CN=strata-admin" clientAuth
 cert controller-manager /CN=system:kube-controller-manager clientAuth
 cert scheduler /CN=system:kube-scheduler clientAuth
+# kwok posts the simulated nodes' status, leases and pods' status; admin, but
+# under its own name in audit and managedFields.
+cert kwok "/O=system:masters/CN=kwok" clientAuth
 cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
 ossl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$pki/sa.key"
 ossl pkey -in "$pki/sa.key" -pubout -out "$pki/sa.pub"
@@ -145,6 +149,7 @@ kubeconfig "$state/kubeconfig" admin
 kubeconfig "$state/controller-manager.kubeconfig" controller-manager
 kubeconfig "$state/scheduler.kubeconfig" scheduler
 kubeconfig "$state/kubelet.kubeconfig" kubelet
+kubeconfig "$state/kwok.kubeconfig" kwok
 k() { kubectl --kubeconfig "$state/kubeconfig" "$@"; }
 
 # --- control plane
@@ -173,6 +178,9 @@ start_proc kube-apiserver "$bin/kube-apiserver" \
 wait_for kube-apiserver 120 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
 	"https://127.0.0.1:$APISERVER_PORT/readyz"
 
+# --node-monitor-period 1s (default 5s): the node lifecycle controller then
+# lifts a simulated node's not-ready NoExecute taint within a second of its
+# reboot; the e2e harness waits for that.
 log "starting kube-controller-manager and kube-scheduler"
 start_proc kube-controller-manager "$bin/kube-controller-manager" \
 	--kubeconfig "$state/controller-manager.kubeconfig" \
@@ -182,13 +190,25 @@ start_proc kube-controller-manager "$bin/kube-controller-manager" \
 	--service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
 	--use-service-account-credentials --service-cluster-ip-range "$SERVICE_CIDR" \
 	--cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
-	--profiling=false --v 1
+	--node-monitor-period 1s --profiling=false --v 1
 start_proc kube-scheduler "$bin/kube-scheduler" \
 	--kubeconfig "$state/scheduler.kubeconfig" \
 	--authentication-kubeconfig "$state/scheduler.kubeconfig" \
 	--authorization-kubeconfig "$state/scheduler.kubeconfig" \
 	--bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false \
 	--profiling=false --v 1
+
+# --- kwok: keeps the Nodes labelled strata.dev/simulated=true Ready with
+# fresh Leases and runs and deletes the pods bound to them, through the
+# stages in kwok-stages.yaml (which also simulate a reboot: see there).
+# KWOK_WORKDIR keeps it from reading a ~/.kwok/kwok.yaml of the machine's.
+# No --server-address: it opens no port.
+log "starting kwok"
+mkdir -p "$state/kwok"
+KWOK_WORKDIR=$state/kwok start_proc kwok "$bin/kwok" \
+	--kubeconfig "$state/kwok.kubeconfig" --config "$here/kwok-stages.yaml" \
+	--manage-nodes-with-label-selector strata.dev/simulated=true \
+	--node-lease-duration-seconds 40 --cidr 10.245.0.0/16
 
 # --- container runtime and network
 log "starting containerd"
@@ -290,6 +310,23 @@ wait_for "the kubelet's healthz" 60 curl -fsS "http://127.0.0.1:$KUBELET_HEALTHZ
 wait_for "node $NODE_NAME to register" 60 k get node "$NODE_NAME"
 k wait --for=condition=Ready "node/$NODE_NAME" --timeout=120s >/dev/null
 wait_for "the default service account" 60 k -n default get serviceaccount default
+
+# A canary simulated node proves kwok runs and its stages load: Ready, then
+# gone (its Lease goes with it: kwok makes the Node its owner).
+canary=kwok-canary
+k delete node "$canary" --ignore-not-found >/dev/null
+k apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: $canary
+  labels: {strata.dev/simulated: "true"}
+spec:
+  taints: [{key: strata.dev/simulated, value: "true", effect: NoSchedule}]
+EOF
+k wait --for=condition=Ready "node/$canary" --timeout=60s >/dev/null ||
+	die "kwok did not make node $canary Ready; see $logs/kwok.log"
+k delete node "$canary" --wait=false >/dev/null
 
 for c in "${components[@]}"; do
 	[[ $c == registry ]] && continue

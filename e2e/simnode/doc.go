@@ -1,0 +1,31 @@
+// Package simnode runs simulated worker nodes on the test cluster for the
+// end-to-end suite: Node objects that kwok keeps Ready (hack/cluster/up.sh
+// starts it, with the stages in hack/cluster/kwok-stages.yaml), each backed
+// by a directory that the bootc simulator (bootc-sim) treats as the node's
+// root and by a real strata-daemon process.
+//
+// Only bootc and the reboot are simulated. The daemon talks to the real API
+// server, the simulator really pulls images and deploys them into the node's
+// own ostree sysroot, and pods bound to the nodes are run and deleted by
+// kwok, so cordons, drains and PodDisruptionBudgets are the real ones.
+//
+// A reboot works like this: the daemon's reboot command is
+// `bootc-sim sim request-reboot`, which only leaves a request file in the
+// node's root. The harness sees it, kills the daemon (SIGKILL, as a reboot
+// would), makes the Node NotReady (it sets the annotation
+// sim.strata.dev/rebooting, on which kwok posts Ready=False), runs
+// `bootc-sim sim reboot` (the staged deployment is booted, with a new boot
+// id), makes the Node Ready again and starts the daemon again.
+//
+// Typical use in a spec:
+//
+//	sim, err := simnode.New(ctx, simnode.Config{
+//		Kubeconfig:    kubeconfig,
+//		Daemon:        daemonBinary,
+//		BootcSim:      bootcSimBinary,
+//		OriginalImage: "127.0.0.1:5000/strata/os-base@sha256:...",
+//		Log:           GinkgoWriter,
+//	})
+//	DeferCleanup(func(ctx SpecContext) { Expect(sim.Stop(ctx)).To(Succeed()) })
+//	nodes, err := sim.AddNodes(ctx, 3, map[string]string{"pool": "a"})
+package simnode

@@ -1,0 +1,299 @@
+package simnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// node is one simulated node.
+type node struct {
+	name    string
+	root    string
+	logs    *lineWriter
+	reboots atomic.Int64
+
+	// mu serialises starting and killing the daemon and whole reboots:
+	// KillDaemon during a reboot waits for the reboot to end.
+	mu     sync.Mutex
+	daemon *daemonProc // nil: not running
+}
+
+// daemonProc is one run of a node's strata-daemon.
+type daemonProc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when it has exited
+	// killed: the harness killed it; its exit is no error.
+	killed atomic.Bool
+}
+
+// StartDaemon starts the node's strata-daemon, as the kubelet would start
+// its pod after a crash. It does nothing when the daemon runs already.
+func (c *Cluster) StartDaemon(name string) error {
+	nd, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return c.startDaemon(nd)
+}
+
+// KillDaemon kills the node's strata-daemon and every process it started
+// (SIGKILL to its process group) and waits until it is gone, for tests of
+// a daemon killed at any point. A reboot in progress ends first.
+func (c *Cluster) KillDaemon(name string) error {
+	nd, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return c.killDaemon(nd)
+}
+
+// DaemonRunning says whether the node's daemon runs.
+func (c *Cluster) DaemonRunning(name string) bool {
+	nd, err := c.node(name)
+	if err != nil {
+		return false
+	}
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.daemon != nil && !exited(nd.daemon)
+}
+
+func exited(p *daemonProc) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// daemonArgs are the contract's flags for a simulated node's daemon.
+func (c *Cluster) daemonArgs(nd *node) []string {
+	sim := c.cfg.BootcSim
+	args := []string{
+		"--node-name", nd.name,
+		"--kubeconfig", c.cfg.Kubeconfig,
+		"--namespace", c.cfg.Namespace,
+		"--host-root", nd.root,
+		"--bootc-command", sim,
+		"--reboot-command", sim + " sim request-reboot",
+		"--health-check-command", sim + " sim health",
+		"--boot-id-file", filepath.Join(nd.root, bootIDFile),
+	}
+	return append(args, c.cfg.DaemonArgs...)
+}
+
+// env is the environment of the node's processes: the harness's, with
+// the node's own KUBECONFIG, NODE_NAME and BOOTC_SIM_ROOT.
+func (c *Cluster) env(nd *node) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k != "KUBECONFIG" && k != "NODE_NAME" && k != "BOOTC_SIM_ROOT" {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "KUBECONFIG="+c.cfg.Kubeconfig, "NODE_NAME="+nd.name, "BOOTC_SIM_ROOT="+nd.root)
+}
+
+// startDaemon starts nd's daemon; nd.mu is held.
+func (c *Cluster) startDaemon(nd *node) error {
+	if nd.daemon != nil && !exited(nd.daemon) {
+		return nil
+	}
+	cmd := exec.Command(c.cfg.Daemon, c.daemonArgs(nd)...)
+	cmd.Env = c.env(nd)
+	cmd.Dir = nd.root
+	// One writer for both: exec then shares one pipe, keeping the order.
+	cmd.Stdout = nd.logs
+	cmd.Stderr = nd.logs
+	// Its own process group, so that a kill takes the bootc-sim it runs
+	// with it (a reboot ends every process); killed with the test process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// A process that escaped the group must not keep Wait from returning.
+	cmd.WaitDelay = 5 * time.Second
+	if err := c.spawner.start(cmd); err != nil {
+		return fmt.Errorf("simnode: start the daemon of %s: %w", nd.name, err)
+	}
+	p := &daemonProc{cmd: cmd, done: make(chan struct{})}
+	nd.daemon = p
+	c.logf(nd, "daemon started (pid %d)", cmd.Process.Pid)
+	go func() {
+		err := cmd.Wait()
+		close(p.done)
+		if p.killed.Load() {
+			return
+		}
+		if c.ctx.Err() == nil {
+			c.record(fmt.Errorf("simnode: the daemon of %s exited by itself: %v", nd.name, err))
+		}
+		c.logf(nd, "daemon exited by itself: %v", err)
+	}()
+	return nil
+}
+
+// killDaemon SIGKILLs nd's daemon's process group and waits for it; nd.mu
+// is held.
+func (c *Cluster) killDaemon(nd *node) error {
+	p := nd.daemon
+	if p == nil {
+		return nil
+	}
+	nd.daemon = nil
+	if exited(p) {
+		return nil
+	}
+	p.killed.Store(true)
+	pid := p.cmd.Process.Pid
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("simnode: kill the daemon of %s: %w", nd.name, err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(c.cfg.Timeout):
+		return fmt.Errorf("simnode: the daemon of %s (pid %d) did not exit after SIGKILL", nd.name, pid)
+	}
+	c.logf(nd, "daemon killed (pid %d)", pid)
+	return nil
+}
+
+// Sim runs bootc-sim with args for the node (BOOTC_SIM_ROOT is its root)
+// and returns its standard output; for `sim fail-boot DIGEST`, `status
+// --json` and the like.
+func (c *Cluster) Sim(ctx context.Context, name string, args ...string) ([]byte, error) {
+	nd, err := c.node(name)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.cfg.BootcSim, args...)
+	cmd.Env = c.env(nd)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("simnode: %s: bootc-sim %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// supervise performs nd's reboots when its daemon asks for one, until Stop.
+// A failed reboot ends it (Err reports it): the node stays as it was left.
+func (c *Cluster) supervise(nd *node) {
+	request := filepath.Join(nd.root, rebootRequestFile)
+	t := time.NewTicker(c.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := os.Stat(request); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			c.record(fmt.Errorf("simnode: %s: %w", nd.name, err))
+			return
+		}
+		if err := c.reboot(c.ctx, nd); err != nil {
+			if c.ctx.Err() != nil {
+				return // Stop interrupted it
+			}
+			err = fmt.Errorf("simnode: reboot of %s: %w", nd.name, err)
+			c.logf(nd, "%v", err)
+			c.record(err)
+			return
+		}
+	}
+}
+
+// reboot is one simulated reboot of nd: everything of the running system
+// ends, the cluster sees the Node NotReady, the next deployment boots, the
+// Node is Ready again and the daemon starts.
+func (c *Cluster) reboot(ctx context.Context, nd *node) error {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	start := time.Now()
+	c.logf(nd, "reboot requested")
+	if err := c.killDaemon(nd); err != nil {
+		return err
+	}
+	if err := c.setReady(ctx, nd.name, false, ""); err != nil {
+		return err
+	}
+	if _, err := c.Sim(ctx, nd.name, "sim", "reboot"); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(nd.root, rebootRequestFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("simnode: %w", err)
+	}
+	bootID, err := readBootID(nd.root)
+	if err != nil {
+		return err
+	}
+	if err := c.setReady(ctx, nd.name, true, bootID); err != nil {
+		return err
+	}
+	if err := c.restorePods(ctx, nd.name); err != nil {
+		return err
+	}
+	if err := c.startDaemon(nd); err != nil {
+		return err
+	}
+	n := nd.reboots.Add(1)
+	c.logf(nd, "rebooted (reboot %d, boot id %s) in %s", n, bootID, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func readBootID(root string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(root, bootIDFile))
+	if err != nil {
+		return "", fmt.Errorf("simnode: boot id: %w", err)
+	}
+	id := strings.TrimSpace(string(b))
+	if id == "" {
+		return "", fmt.Errorf("simnode: %s is empty", filepath.Join(root, bootIDFile))
+	}
+	return id, nil
+}
+
+// removeRoot removes a node's directory. ostree makes each deployment's
+// directory immutable (chattr +i), which even root cannot remove.
+func removeRoot(ctx context.Context, root string) error {
+	if _, err := os.Lstat(root); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	deployments, _ := filepath.Glob(filepath.Join(root, "sysroot/ostree/deploy/*/deploy/*"))
+	var dirs []string
+	for _, d := range deployments {
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			dirs = append(dirs, d)
+		}
+	}
+	if len(dirs) > 0 {
+		out, err := exec.CommandContext(ctx, "chattr", append([]string{"-i"}, dirs...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("simnode: chattr -i %s: %w: %s", strings.Join(dirs, " "), err, out)
+		}
+	}
+	if err := os.RemoveAll(root); err != nil {
+		return fmt.Errorf("simnode: remove %s: %w", root, err)
+	}
+	return nil
+}
