@@ -1,0 +1,47 @@
+// Package bootcsim simulates bootc (image-mode Linux) on a directory, so
+// that the Strata daemon and the end-to-end suite can update "nodes" that
+// are plain directories on one machine. The bootc-sim command in the
+// bootc-sim subdirectory is its command line: the daemon runs it in place
+// of bootc.
+//
+// Only the boot is simulated. Images are really pulled from a registry
+// (go-containerregistry, with the node's ostree auth file) and every node
+// has a real ostree sysroot (the ostree command line tool), so the /etc
+// three-way merge, the shared /var and the immutable deployment
+// directories are ostree's own. A node directory looks like this:
+//
+//	sysroot/                 the ostree sysroot, stateroot "strata"
+//	var  -> sysroot/ostree/deploy/strata/var
+//	etc  -> the booted deployment's etc (moved at each simulated boot)
+//	usr  -> the booted deployment's usr
+//	home, root, srv, opt, mnt, media -> var/home, var/roothome, var/srv, ...
+//	run/                     emptied at each simulated boot, as a tmpfs is
+//	.bootc-sim/state.json    what the simulator recorded (booted deployment,
+//	                         image metadata, images marked failing)
+//	.bootc-sim/boot_id       a new random UUID at each simulated boot
+//
+// How the bootc states map onto ostree: the order of the deployments is
+// ostree's (its boot loader entries), index 0 being the next boot.
+// "Booted" is the deployment the simulator recorded at its last simulated
+// boot. "Staged" is a deployment written by Switch and not booted yet; it
+// carries a marker in its origin file, as ostree keeps a staged flag for a
+// real staged deployment. "Rollback" is the first other deployment, and a
+// rollback is queued when it comes before the booted one.
+//
+// Switch deploys with `ostree admin deploy` (not --stage, which needs a
+// booted ostree system), so ostree merges /etc at once, from the booted
+// deployment. Reboot then finalizes the staged deployment as ostree does at
+// shutdown: it deploys the same commit again, with the same kernel
+// arguments and origin, so that the three-way merge takes the booted /etc
+// as it is at the reboot, and drops the first copy. The booted deployment's
+// serial therefore differs from the serial the staged one showed.
+//
+// The deployment order is changed (Rollback) by rewriting the version
+// lines of the boot loader entries, which is what ostree itself reads the
+// order from; ostree 2022.7 has no set-default command.
+//
+// Kernel arguments live where ostree keeps them, in the boot loader
+// entries' options, and are computed as bootc computes them: the booted
+// deployment's arguments, less the old image's usr/lib/bootc/kargs.d
+// arguments the new image no longer has, plus the new image's new ones.
+package bootcsim

@@ -1,0 +1,365 @@
+package bootcsim
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// stateroot is the ostree "os" every simulated node deploys into.
+const stateroot = "strata"
+
+// refPrefix is the ostree branch prefix of pulled images: each image is
+// committed as strata/<manifest digest hex>.
+const refPrefix = stateroot + "/"
+
+// deployment is one ostree deployment of the stateroot, as the boot
+// loader entries list it.
+type deployment struct {
+	// Name is "<checksum>.<serial>", the deployment directory's name.
+	Name     string
+	Checksum string
+	Serial   int
+	// Index is the position in ostree's order; 0 is the next boot.
+	Index int
+	// Dir is the deployment directory.
+	Dir string
+	// Kargs are the kernel arguments of its boot loader entry, without
+	// the ostree= argument ostree adds itself.
+	Kargs []string
+
+	entry   string // its boot loader entry file
+	version int    // the entry's version; the highest boots first
+}
+
+func (s *Sim) sysroot() string { return filepath.Join(s.Root, "sysroot") }
+func (s *Sim) repo() string    { return filepath.Join(s.sysroot(), "ostree", "repo") }
+func (s *Sim) staterootVar() string {
+	return filepath.Join(s.sysroot(), "ostree", "deploy", stateroot, "var")
+}
+
+// ostree runs the ostree command and returns its standard output. ostree
+// prints progress and notes on both streams; they are kept for the error.
+func (s *Sim) ostree(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, s.ostreeBinary(), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		var verb []string
+		for _, a := range args {
+			if !strings.HasPrefix(a, "-") && len(verb) < 2 {
+				verb = append(verb, a)
+			}
+		}
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = strings.TrimSpace(stdout.String())
+		}
+		return "", fmt.Errorf("ostree %s: %w: %s", strings.Join(verb, " "), err, msg)
+	}
+	return stdout.String(), nil
+}
+
+func (s *Sim) ostreeBinary() string {
+	if s.Ostree != "" {
+		return s.Ostree
+	}
+	return "ostree"
+}
+
+// deployments lists the stateroot's deployments in ostree's order, read
+// from the boot loader entries as ostree itself reads them.
+func (s *Sim) deployments() ([]deployment, error) {
+	entries, err := filepath.Glob(filepath.Join(s.sysroot(), "boot", "loader", "entries", "*.conf"))
+	if err != nil {
+		return nil, err
+	}
+	var deps []deployment
+	for _, path := range entries {
+		d, err := s.readEntry(path)
+		if err != nil {
+			return nil, err
+		}
+		if d != nil {
+			deps = append(deps, *d)
+		}
+	}
+	sort.SliceStable(deps, func(i, j int) bool { return deps[i].version > deps[j].version })
+	for i := range deps {
+		deps[i].Index = i
+	}
+	return deps, nil
+}
+
+func (s *Sim) readEntry(path string) (*deployment, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	fields := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		key, value, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+		fields[key] = strings.TrimSpace(value)
+	}
+	version, err := strconv.Atoi(fields["version"])
+	if err != nil {
+		return nil, fmt.Errorf("boot loader entry %s: version %q: %w", path, fields["version"], err)
+	}
+	d := &deployment{entry: path, version: version}
+	var bootLink string
+	for _, arg := range splitKargs(fields["options"]) {
+		if v, ok := strings.CutPrefix(arg, "ostree="); ok {
+			bootLink = v
+			continue
+		}
+		d.Kargs = append(d.Kargs, arg)
+	}
+	if bootLink == "" {
+		return nil, fmt.Errorf("boot loader entry %s has no ostree= argument", path)
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Join(s.sysroot(), bootLink))
+	if err != nil {
+		return nil, fmt.Errorf("boot loader entry %s: %w", path, err)
+	}
+	if filepath.Base(filepath.Dir(filepath.Dir(dir))) != stateroot {
+		return nil, nil
+	}
+	d.Dir = dir
+	d.Name = filepath.Base(dir)
+	csum, serial, ok := strings.Cut(d.Name, ".")
+	if !ok {
+		return nil, fmt.Errorf("deployment directory %s: not <checksum>.<serial>", dir)
+	}
+	d.Checksum = csum
+	if d.Serial, err = strconv.Atoi(serial); err != nil {
+		return nil, fmt.Errorf("deployment directory %s: %w", dir, err)
+	}
+	return d, nil
+}
+
+var titleIndex = regexp.MustCompile(`\(ostree:[0-9]+`)
+
+// setOrder makes order the boot order, order[0] booting next, by
+// rewriting the version (and the index in the title) of each boot loader
+// entry in place. ostree 2022.7 has no set-default; ostree sorts the
+// entries by version when it loads the sysroot, and its next write of the
+// boot loader configuration starts from that order.
+func (s *Sim) setOrder(order []deployment) error {
+	for i, d := range order {
+		data, err := os.ReadFile(d.entry)
+		if err != nil {
+			return err
+		}
+		lines := strings.Split(string(data), "\n")
+		for j, line := range lines {
+			switch {
+			case strings.HasPrefix(line, "version "):
+				lines[j] = "version " + strconv.Itoa(len(order)-i)
+			case strings.HasPrefix(line, "title "):
+				lines[j] = titleIndex.ReplaceAllString(line, "(ostree:"+strconv.Itoa(i))
+			}
+		}
+		if err := writeFileAtomic(d.entry, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// undeploy removes a deployment; ostree clears its immutable flag itself.
+func (s *Sim) undeploy(ctx context.Context, name string) error {
+	deps, err := s.deployments()
+	if err != nil {
+		return err
+	}
+	for _, d := range deps {
+		if d.Name == name {
+			_, err := s.ostree(ctx, "admin", "undeploy", "--sysroot="+s.sysroot(), strconv.Itoa(d.Index))
+			return err
+		}
+	}
+	return nil
+}
+
+// prune undeploys every deployment from index keep on.
+func (s *Sim) prune(ctx context.Context, keep int) error {
+	deps, err := s.deployments()
+	if err != nil {
+		return err
+	}
+	for i := len(deps) - 1; i >= keep; i-- {
+		if _, err := s.ostree(ctx, "admin", "undeploy", "--sysroot="+s.sysroot(), strconv.Itoa(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deploy deploys rev as the new first deployment, merging /etc from the
+// current first deployment, with exactly kargs and the given origin file
+// content. --retain: the simulator decides what to drop, after.
+func (s *Sim) deploy(ctx context.Context, rev string, kargs []string, origin string) (deployment, error) {
+	f, err := os.CreateTemp(s.simDir(), "origin-*")
+	if err != nil {
+		return deployment{}, err
+	}
+	defer func() { _ = os.Remove(f.Name()) }()
+	if _, err := f.WriteString(origin); err != nil {
+		_ = f.Close()
+		return deployment{}, err
+	}
+	if err := f.Close(); err != nil {
+		return deployment{}, err
+	}
+	args := []string{"admin", "deploy", "--sysroot=" + s.sysroot(), "--os=" + stateroot,
+		"--retain", "--origin-file=" + f.Name(), "--karg-none"}
+	for _, k := range kargs {
+		args = append(args, "--karg-append="+k)
+	}
+	if _, err := s.ostree(ctx, append(args, rev)...); err != nil {
+		return deployment{}, err
+	}
+	deps, err := s.deployments()
+	if err != nil {
+		return deployment{}, err
+	}
+	if len(deps) == 0 || deps[0].Checksum != rev {
+		return deployment{}, fmt.Errorf("ostree admin deploy %s: the new deployment is not the first one", rev)
+	}
+	return deps[0], nil
+}
+
+// revParse resolves an ostree ref of the repository; ok is false when the
+// ref does not exist.
+func (s *Sim) revParse(ref string) (csum string, ok bool, err error) {
+	data, err := os.ReadFile(filepath.Join(s.repo(), "refs", "heads", filepath.FromSlash(ref)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return strings.TrimSpace(string(data)), true, nil
+}
+
+// gcRefs deletes the image refs (and forgets the metadata) of images no
+// deployment uses any more, as bootc prunes unused images; ostree removes
+// their objects at its next prune.
+func (s *Sim) gcRefs(ctx context.Context, st *state) error {
+	deps, err := s.deployments()
+	if err != nil {
+		return err
+	}
+	used := map[string]bool{}
+	for _, d := range deps {
+		used[d.Checksum] = true
+	}
+	dir := filepath.Join(s.repo(), "refs", "heads", stateroot)
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, e := range entries {
+		ref := refPrefix + e.Name()
+		csum, _, err := s.revParse(ref)
+		if err != nil {
+			return err
+		}
+		if used[csum] {
+			continue
+		}
+		if _, err := s.ostree(ctx, "--repo="+s.repo(), "refs", "--delete", ref); err != nil {
+			return err
+		}
+	}
+	for csum := range st.Images {
+		if !used[csum] {
+			delete(st.Images, csum)
+		}
+	}
+	return nil
+}
+
+// splitKargs splits a kernel command line at spaces outside double
+// quotes, as the kernel does.
+func splitKargs(line string) []string {
+	var out []string
+	var cur strings.Builder
+	quoted := false
+	for _, r := range line {
+		switch {
+		case r == '"':
+			quoted = !quoted
+			cur.WriteRune(r)
+		case (r == ' ' || r == '\t') && !quoted:
+			if cur.Len() > 0 {
+				out = append(out, cur.String())
+				cur.Reset()
+			}
+		default:
+			cur.WriteRune(r)
+		}
+	}
+	if cur.Len() > 0 {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// origin is the content of a deployment's origin file, as bootc writes
+// it, plus the simulator's staged marker.
+type origin struct {
+	// Image is the pull spec; empty when the deployment has no image.
+	Image  string
+	Staged bool
+}
+
+const (
+	originImageKey   = "container-image-reference"
+	originImageType  = "ostree-unverified-registry:"
+	originStagedLine = "staged=true"
+)
+
+func (o origin) String() string {
+	s := "[origin]\n" + originImageKey + "=" + originImageType + o.Image + "\n"
+	if o.Staged {
+		// Marks a deployment Switch wrote that no simulated boot has
+		// finalized yet (ostree's own staged flag needs a booted system).
+		s += "\n[bootc-sim]\n" + originStagedLine + "\n"
+	}
+	return s
+}
+
+func readOrigin(d deployment) (origin, error) {
+	data, err := os.ReadFile(d.Dir + ".origin")
+	if err != nil {
+		return origin{}, err
+	}
+	var o origin
+	group := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "["):
+			group = strings.Trim(line, "[]")
+		case group == "origin":
+			if v, ok := strings.CutPrefix(line, originImageKey+"="); ok {
+				o.Image = strings.TrimPrefix(v, originImageType)
+			}
+		case group == "bootc-sim" && line == originStagedLine:
+			o.Staged = true
+		}
+	}
+	return o, nil
+}

@@ -1,0 +1,719 @@
+package bootcsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// Sim is the simulator for one node directory.
+type Sim struct {
+	// Root is the node's root directory.
+	Root string
+	// Out receives what bootc would print (progress, "Queued for next
+	// boot", ...); nil discards it.
+	Out io.Writer
+	// Ostree is the ostree binary; "" finds ostree on PATH.
+	Ostree string
+}
+
+// New returns the simulator of the node directory root.
+func New(root string) (*Sim, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
+	return &Sim{Root: abs}, nil
+}
+
+// SwitchOptions are bootc switch's options the simulator takes.
+type SwitchOptions struct {
+	// Transport is the image transport; only "registry" (or "") is
+	// supported.
+	Transport string
+	// Retain is bootc's --retain (keep the booted image's reference).
+	// The simulator keeps the image of every deployment anyway.
+	Retain bool
+}
+
+// links from the node's root into var, as on an image-mode OS.
+var varLinks = []struct{ name, target string }{
+	{"home", "var/home"},
+	{"root", "var/roothome"},
+	{"srv", "var/srv"},
+	{"opt", "var/opt"},
+	{"mnt", "var/mnt"},
+	{"media", "var/media"},
+}
+
+func (s *Sim) out() io.Writer {
+	if s.Out == nil {
+		return io.Discard
+	}
+	return s.Out
+}
+
+// BootIDFile is the file holding the current simulated boot's id.
+func (s *Sim) BootIDFile() string { return filepath.Join(s.simDir(), bootIDFileName) }
+
+// RebootRequestFile is the file RequestReboot writes and Reboot removes.
+func (s *Sim) RebootRequestFile() string { return filepath.Join(s.simDir(), rebootRequestName) }
+
+// BootID is the current simulated boot's id.
+func (s *Sim) BootID() (string, error) {
+	data, err := os.ReadFile(s.BootIDFile())
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", ErrNotInitialized
+	}
+	return strings.TrimSpace(string(data)), err
+}
+
+// Init installs image on a new node, as bootc install does: pull, deploy,
+// unpack the image's /var once, boot it. Initializing a node again with
+// the image it was initialized with does nothing.
+func (s *Sim) Init(ctx context.Context, image string) error {
+	ref, err := canonicalReference(image)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(s.simDir(), 0o755); err != nil {
+		return err
+	}
+	unlock, err := s.lock(true)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	if st, err := s.loadState(); err == nil {
+		v, err := s.view(st)
+		if err != nil {
+			return err
+		}
+		if v.booted != nil && v.origins[v.booted.Name].Image == ref {
+			return nil
+		}
+		return fmt.Errorf("%s is already initialized (booted %s)", s.Root, v.origins[v.booted.Name].Image)
+	} else if !errors.Is(err, ErrNotInitialized) {
+		return err
+	}
+
+	if _, err := os.Stat(s.repo()); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(s.sysroot(), 0o755); err != nil {
+			return err
+		}
+		if _, err := s.ostree(ctx, "admin", "init-fs", s.sysroot()); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(filepath.Dir(s.staterootVar())); errors.Is(err, fs.ErrNotExist) {
+		if _, err := s.ostree(ctx, "admin", "os-init", "--sysroot="+s.sysroot(), stateroot); err != nil {
+			return err
+		}
+	}
+	st := &state{Images: map[string]imageInfo{}}
+	p, err := s.pull(ctx, st, ref)
+	if err != nil {
+		return err
+	}
+	d, err := s.deploy(ctx, p.Checksum, p.Info.Kargs, origin{Image: ref}.String())
+	if err != nil {
+		return err
+	}
+	// An earlier Init killed after its deploy left one more.
+	if err := s.prune(ctx, 1); err != nil {
+		return err
+	}
+	if err := copyVar(filepath.Join(d.Dir, "var"), s.staterootVar()); err != nil {
+		return fmt.Errorf("unpack the image's /var: %w", err)
+	}
+	for _, l := range varLinks {
+		mode := fs.FileMode(0o755)
+		if l.name == "root" {
+			mode = 0o700
+		}
+		target := filepath.Join(s.staterootVar(), strings.TrimPrefix(l.target, "var/"))
+		if err := os.MkdirAll(target, mode); err != nil {
+			return err
+		}
+		if err := replaceSymlink(l.target, filepath.Join(s.Root, l.name)); err != nil {
+			return err
+		}
+	}
+	if err := replaceSymlink(filepath.Join("sysroot", "ostree", "deploy", stateroot, "var"), filepath.Join(s.Root, "var")); err != nil {
+		return err
+	}
+	st.Booted = d.Name
+	if err := s.saveState(st); err != nil {
+		return err
+	}
+	return s.boot(d)
+}
+
+// boot finishes a simulated boot into d: the root's etc and usr links,
+// an empty /run and a new boot id (last: it is what tells a reboot).
+func (s *Sim) boot(d deployment) error {
+	rel := filepath.Join("sysroot", "ostree", "deploy", stateroot, "deploy", d.Name)
+	for _, dir := range []string{"etc", "usr"} {
+		if err := replaceSymlink(filepath.Join(rel, dir), filepath.Join(s.Root, dir)); err != nil {
+			return err
+		}
+	}
+	run := filepath.Join(s.Root, "run")
+	if err := os.RemoveAll(run); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		return err
+	}
+	if err := os.Remove(s.RebootRequestFile()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return writeFileAtomic(s.BootIDFile(), []byte(newBootID()+"\n"), 0o444)
+}
+
+// copyVar copies the image's /var into the shared /var, never replacing
+// what is there: image content under /var is unpacked at install only.
+// It copies rather than links: the deployment's files are the ostree
+// repository's objects.
+func copyVar(src, dst string) error {
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = root.Close() }()
+	return filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && path == src {
+				return filepath.SkipDir
+			}
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil || rel == "." {
+			return err
+		}
+		if _, err := root.Lstat(rel); err == nil {
+			return nil // there already; a directory's new entries still come
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		uid, gid := owner(info)
+		switch {
+		case e.IsDir():
+			if err := root.Mkdir(rel, info.Mode().Perm()); err != nil {
+				return err
+			}
+			if err := root.Lchown(rel, uid, gid); err != nil {
+				return err
+			}
+			return root.Chmod(rel, info.Mode()&(fs.ModePerm|fs.ModeSetgid|fs.ModeSticky|fs.ModeSetuid))
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			if err := root.Symlink(target, rel); err != nil {
+				return err
+			}
+			return root.Lchown(rel, uid, gid)
+		case info.Mode().IsRegular():
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return err
+			}
+			_, err = f.Write(data)
+			if err == nil {
+				err = f.Chown(uid, gid)
+			}
+			if err == nil {
+				err = f.Chmod(info.Mode() & (fs.ModePerm | fs.ModeSetgid | fs.ModeSticky | fs.ModeSetuid))
+			}
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		}
+		return nil
+	})
+}
+
+// view is the node as bootc status sees it.
+type view struct {
+	deps     []deployment
+	origins  map[string]origin
+	booted   *deployment
+	staged   *deployment
+	rollback *deployment
+	// rollbackQueued: the rollback deployment boots next.
+	rollbackQueued bool
+}
+
+func (s *Sim) view(st *state) (*view, error) {
+	deps, err := s.deployments()
+	if err != nil {
+		return nil, err
+	}
+	v := &view{deps: deps, origins: map[string]origin{}}
+	for i := range deps {
+		d := &deps[i]
+		o, err := readOrigin(*d)
+		if err != nil {
+			return nil, err
+		}
+		v.origins[d.Name] = o
+		if d.Name == st.Booted {
+			v.booted = d
+		}
+	}
+	if v.booted == nil {
+		return nil, fmt.Errorf("the booted deployment %s is not in the sysroot any more", st.Booted)
+	}
+	for i := range deps {
+		d := &deps[i]
+		switch {
+		case d == v.booted:
+		case v.origins[d.Name].Staged && v.staged == nil:
+			v.staged = d
+		case v.rollback == nil:
+			v.rollback = d
+		}
+	}
+	v.rollbackQueued = v.rollback != nil && v.rollback.Index < v.booted.Index
+	return v, nil
+}
+
+// Status is what `bootc status --format=json` prints. A node that was
+// never initialized is a host bootc does not manage: no booted entry.
+func (s *Sim) Status(ctx context.Context) (*Host, error) {
+	h := newHost()
+	if _, err := os.Stat(s.simDir()); errors.Is(err, fs.ErrNotExist) {
+		return h, nil
+	}
+	unlock, err := s.lock(false)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	st, err := s.loadState()
+	if errors.Is(err, ErrNotInitialized) {
+		return h, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.view(st)
+	if err != nil {
+		return nil, err
+	}
+	entry := func(d *deployment) *BootEntry {
+		if d == nil {
+			return nil
+		}
+		e := &BootEntry{
+			Store:  ptr(StoreOstreeContainer),
+			Ostree: &BootEntryOstree{Stateroot: stateroot, Checksum: d.Checksum, DeploySerial: d.Serial},
+		}
+		o := v.origins[d.Name]
+		if o.Image == "" {
+			return e
+		}
+		info := st.Images[d.Checksum]
+		e.Image = &ImageStatus{
+			Image:        ImageReference{Image: o.Image, Transport: TransportRegistry},
+			ImageDigest:  info.Digest,
+			Architecture: info.Architecture,
+		}
+		if info.Version != "" {
+			e.Image.Version = ptr(info.Version)
+		}
+		if info.Created != "" {
+			e.Image.Timestamp = ptr(info.Created)
+		}
+		return e
+	}
+	h.Status.Staged = entry(v.staged)
+	h.Status.Booted = entry(v.booted)
+	h.Status.Rollback = entry(v.rollback)
+	h.Status.RollbackQueued = v.rollbackQueued
+	if h.Status.Booted.Image != nil {
+		h.Status.Type = ptr(HostTypeBootc)
+	}
+	spec := h.Status.Booted
+	if h.Status.Staged != nil {
+		spec = h.Status.Staged
+	}
+	if spec.Image != nil {
+		img := spec.Image.Image
+		h.Spec.Image = &img
+		if v.rollbackQueued {
+			h.Spec.BootOrder = BootOrderRollback
+		}
+	}
+	return h, nil
+}
+
+// Switch is `bootc switch`: pull image and stage it for the next boot.
+// Switching to the image the spec already names prints "Image
+// specification is unchanged." and changes nothing (changed is false).
+func (s *Sim) Switch(ctx context.Context, image string, opts SwitchOptions) (changed bool, err error) {
+	if opts.Transport != "" && opts.Transport != TransportRegistry {
+		return false, fmt.Errorf("transport %q is not supported by the simulator (only %s)", opts.Transport, TransportRegistry)
+	}
+	ref, err := canonicalReference(image)
+	if err != nil {
+		return false, err
+	}
+	if _, err := os.Stat(s.simDir()); errors.Is(err, fs.ErrNotExist) {
+		return false, ErrNotInitialized
+	}
+	unlock, err := s.lock(true)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	st, err := s.loadState()
+	if err != nil {
+		return false, err
+	}
+	v, err := s.view(st)
+	if err != nil {
+		return false, err
+	}
+	spec := v.origins[v.booted.Name].Image
+	if v.staged != nil {
+		spec = v.origins[v.staged.Name].Image
+	}
+	if spec == ref {
+		fmt.Fprintln(s.out(), "Image specification is unchanged.")
+		return false, nil
+	}
+
+	p, err := s.pull(ctx, st, ref)
+	if err != nil {
+		return false, err
+	}
+	// Saved before the deploy: status needs the metadata of what is
+	// deployed, whenever this is killed.
+	if err := s.saveState(st); err != nil {
+		return false, err
+	}
+	booted, err := s.bootFirst(ctx, v)
+	if err != nil {
+		return false, err
+	}
+	bootedRoot, err := os.OpenRoot(booted.Dir)
+	if err != nil {
+		return false, err
+	}
+	oldKargs, err := readImageKargs(bootedRoot, HostArch())
+	_ = bootedRoot.Close()
+	if err != nil {
+		return false, fmt.Errorf("kernel arguments of the booted image: %w", err)
+	}
+	kargs := mergeKargs(booted.Kargs, oldKargs, p.Info.Kargs)
+	if _, err := s.deploy(ctx, p.Checksum, kargs, origin{Image: ref, Staged: true}.String()); err != nil {
+		return false, err
+	}
+	// Staged, booted and rollback stay; older deployments go.
+	if err := s.prune(ctx, 3); err != nil {
+		return false, err
+	}
+	if err := s.gcRefs(ctx, st); err != nil {
+		return false, err
+	}
+	if err := s.saveState(st); err != nil {
+		return false, err
+	}
+	fmt.Fprintf(s.out(), "Queued for next boot: %s\n", ref)
+	if p.Info.Version != "" {
+		fmt.Fprintf(s.out(), "  Version: %s\n", p.Info.Version)
+	}
+	fmt.Fprintf(s.out(), "  Digest: %s\n", p.Info.Digest)
+	return true, nil
+}
+
+// bootFirst drops the staged deployment and puts the booted one first
+// (cancelling a queued rollback), so that ostree's next deploy merges
+// /etc and kernel arguments from the booted deployment, as bootc's does.
+func (s *Sim) bootFirst(ctx context.Context, v *view) (deployment, error) {
+	if v.staged != nil {
+		if err := s.undeploy(ctx, v.staged.Name); err != nil {
+			return deployment{}, err
+		}
+	}
+	deps, err := s.deployments()
+	if err != nil {
+		return deployment{}, err
+	}
+	i := slices.IndexFunc(deps, func(d deployment) bool { return d.Name == v.booted.Name })
+	if i < 0 {
+		return deployment{}, fmt.Errorf("the booted deployment %s is gone", v.booted.Name)
+	}
+	if i > 0 {
+		booted := deps[i]
+		order := append([]deployment{booted}, slices.Delete(slices.Clone(deps), i, i+1)...)
+		if err := s.setOrder(order); err != nil {
+			return deployment{}, err
+		}
+		if deps, err = s.deployments(); err != nil {
+			return deployment{}, err
+		}
+	}
+	return deps[0], nil
+}
+
+// Rollback is `bootc rollback`: the rollback deployment boots next and
+// the staged one is dropped. Run while a rollback is queued, it reverts
+// the queued rollback.
+func (s *Sim) Rollback(ctx context.Context) error {
+	if _, err := os.Stat(s.simDir()); errors.Is(err, fs.ErrNotExist) {
+		return ErrNotInitialized
+	}
+	unlock, err := s.lock(true)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := s.loadState()
+	if err != nil {
+		return err
+	}
+	v, err := s.view(st)
+	if err != nil {
+		return err
+	}
+	if v.rollback == nil {
+		return errors.New("No rollback available")
+	}
+	reverting := v.rollbackQueued
+	if reverting {
+		fmt.Fprintln(s.out(), "notice: Reverting queued rollback state")
+	}
+	if v.staged != nil {
+		if err := s.undeploy(ctx, v.staged.Name); err != nil {
+			return err
+		}
+	}
+	deps, err := s.deployments()
+	if err != nil {
+		return err
+	}
+	byName := func(name string) deployment {
+		i := slices.IndexFunc(deps, func(d deployment) bool { return d.Name == name })
+		return deps[i]
+	}
+	first, second := byName(v.rollback.Name), byName(v.booted.Name)
+	if reverting {
+		first, second = second, first
+	}
+	order := []deployment{first, second}
+	for _, d := range deps {
+		if d.Name != first.Name && d.Name != second.Name {
+			order = append(order, d)
+		}
+	}
+	if err := s.setOrder(order); err != nil {
+		return err
+	}
+	if reverting {
+		fmt.Fprintln(s.out(), "Next boot: current deployment")
+	} else {
+		fmt.Fprintf(s.out(), "Next boot: rollback deployment (%s)\n", v.origins[v.rollback.Name].Image)
+	}
+	return nil
+}
+
+// Reboot simulates a reboot: ostree finalizes the staged deployment (it
+// deploys it again, merging /etc from the booted deployment as it is now)
+// and the first deployment boots. The root's etc and usr links move to it,
+// /run is emptied, a new boot id is written and a reboot request removed.
+func (s *Sim) Reboot(ctx context.Context) error {
+	if _, err := os.Stat(s.simDir()); errors.Is(err, fs.ErrNotExist) {
+		return ErrNotInitialized
+	}
+	unlock, err := s.lock(true)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := s.loadState()
+	if err != nil {
+		return err
+	}
+	v, err := s.view(st)
+	if err != nil {
+		return err
+	}
+	next := v.deps[0]
+	if v.staged != nil {
+		staged := *v.staged
+		o := v.origins[staged.Name]
+		o.Staged = false
+		if _, err := s.bootFirst(ctx, v); err != nil {
+			return err
+		}
+		if next, err = s.deploy(ctx, staged.Checksum, staged.Kargs, o.String()); err != nil {
+			return fmt.Errorf("finalize the staged deployment: %w", err)
+		}
+	}
+	st.Booted = next.Name
+	if err := s.saveState(st); err != nil {
+		return err
+	}
+	// The booted deployment and the one before it stay.
+	if err := s.prune(ctx, 2); err != nil {
+		return err
+	}
+	if err := s.gcRefs(ctx, st); err != nil {
+		return err
+	}
+	if err := s.saveState(st); err != nil {
+		return err
+	}
+	return s.boot(next)
+}
+
+// RequestReboot is what the simulated node's reboot command does: it
+// leaves a request for the harness, which performs the reboot (Reboot).
+func (s *Sim) RequestReboot() error {
+	if _, err := os.Stat(s.simDir()); errors.Is(err, fs.ErrNotExist) {
+		return ErrNotInitialized
+	}
+	return writeFileAtomic(s.RebootRequestFile(), []byte("reboot requested\n"), 0o644)
+}
+
+// RebootRequested reports whether a reboot was requested since the last
+// simulated boot.
+func (s *Sim) RebootRequested() (bool, error) {
+	_, err := os.Stat(s.RebootRequestFile())
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// FailBoot marks the image with that digest ("sha256:..." or a
+// repo@sha256:... reference) as failing its health check after boot.
+func (s *Sim) FailBoot(digest string) error {
+	if _, d, ok := strings.Cut(digest, "@"); ok {
+		digest = d
+	}
+	if _, err := v1.NewHash(digest); err != nil {
+		return fmt.Errorf("invalid digest %q: %w", digest, err)
+	}
+	if _, err := os.Stat(s.simDir()); errors.Is(err, fs.ErrNotExist) {
+		return ErrNotInitialized
+	}
+	unlock, err := s.lock(true)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := s.loadState()
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(st.FailingDigests, digest) {
+		st.FailingDigests = append(st.FailingDigests, digest)
+	}
+	return s.saveState(st)
+}
+
+// Health is the simulated node's health check: an error when the booted
+// image is marked failing.
+func (s *Sim) Health(ctx context.Context) error {
+	h, err := s.Status(ctx)
+	if err != nil {
+		return err
+	}
+	b := h.Status.Booted
+	if b == nil || b.Image == nil {
+		return ErrNotInitialized
+	}
+	st, err := s.loadState()
+	if err != nil {
+		return err
+	}
+	if slices.Contains(st.FailingDigests, b.Image.ImageDigest) {
+		return fmt.Errorf("health check failed: the booted image %s (%s) is marked failing", b.Image.Image.Image, b.Image.ImageDigest)
+	}
+	return nil
+}
+
+// Kargs are the booted deployment's kernel arguments.
+func (s *Sim) Kargs(ctx context.Context) ([]string, error) {
+	d, err := s.Booted(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return d.Kargs, nil
+}
+
+// Deployment is a deployment's place on disk.
+type Deployment struct {
+	// Name is <checksum>.<serial>.
+	Name string
+	// Dir is the deployment directory (its etc is the node's /etc when
+	// booted).
+	Dir   string
+	Kargs []string
+}
+
+// Booted is the booted deployment.
+func (s *Sim) Booted(ctx context.Context) (Deployment, error) {
+	if _, err := os.Stat(s.simDir()); errors.Is(err, fs.ErrNotExist) {
+		return Deployment{}, ErrNotInitialized
+	}
+	unlock, err := s.lock(false)
+	if err != nil {
+		return Deployment{}, err
+	}
+	defer unlock()
+	st, err := s.loadState()
+	if err != nil {
+		return Deployment{}, err
+	}
+	v, err := s.view(st)
+	if err != nil {
+		return Deployment{}, err
+	}
+	return Deployment{Name: v.booted.Name, Dir: v.booted.Dir, Kargs: slices.Clone(v.booted.Kargs)}, nil
+}
+
+// Cleanup removes a node directory. ostree makes every deployment
+// directory immutable (chattr +i), which os.RemoveAll cannot remove, so
+// the flag is cleared first. It is safe on a missing or half-made root.
+func Cleanup(root string) error {
+	dirs, err := filepath.Glob(filepath.Join(root, "sysroot", "ostree", "deploy", "*", "deploy", "*"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, d := range dirs {
+		if fi, err := os.Lstat(d); err != nil || !fi.IsDir() {
+			continue
+		}
+		if err := clearImmutable(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.RemoveAll(root); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
