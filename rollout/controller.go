@@ -34,6 +34,16 @@ func CacheOptions(nodeName string) cache.Options {
 	}}
 }
 
+// The daemon's rights: Nodes (RBAC cannot narrow them to the daemon's own
+// Node; only admission control on the node name in its token can), the
+// rendered MachineConfig it applies, the pull Secret in the Strata
+// namespace, and Events. It evicts nothing: the controller drains.
+//
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigs,verbs=get
+// +kubebuilder:rbac:groups="",namespace=strata-system,resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
 // Reconciler runs the Daemon's sync for its Node in a controller-runtime
 // manager whose cache CacheOptions restricts.
 type Reconciler struct {
