@@ -49,7 +49,7 @@ vet: ## Run go vet.
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --build-tags e2e ./...
 
 .PHONY: verify
 verify: generate manifests ## Regenerate and fail on any diff; lint.

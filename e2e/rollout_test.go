@@ -114,7 +114,7 @@ var _ = Describe("The rollout", Ordered, func() {
 			}
 		})
 
-		watcher = watchAvailability(ctx, nodes)
+		watcher = watchAvailability(ctx)
 		DeferCleanup(watcher.stop)
 
 		Expect(c.Create(ctx, &v1alpha1.MachineConfigPool{
@@ -453,7 +453,7 @@ type nodeSteps struct {
 	desiredImage                                              string
 }
 
-func watchAvailability(ctx context.Context, names []string) *availability {
+func watchAvailability(ctx context.Context) *availability {
 	a := &availability{nodes: map[string]*corev1.Node{}, steps: map[string]*nodeSteps{}, done: make(chan struct{})}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = cancel

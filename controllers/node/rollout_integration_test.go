@@ -34,9 +34,9 @@ func TestMain(m *testing.M) {
 
 const timeout = 30 * time.Second
 
-func startController(t *testing.T) (stop func()) {
+func startController(t *testing.T) {
 	t.Helper()
-	return env.StartManager(t, ctrl.Options{Cache: cache.Options{ByObject: CacheByObject()}}, func(mgr ctrl.Manager) error {
+	env.StartManager(t, ctrl.Options{Cache: cache.Options{ByObject: CacheByObject()}}, func(mgr ctrl.Manager) error {
 		if err := (&Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("strata-rollout")}).SetupWithManager(mgr); err != nil {
 			return err
 		}

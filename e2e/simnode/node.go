@@ -139,7 +139,7 @@ func (c *Cluster) startDaemon(nd *node) error {
 			return
 		}
 		if c.ctx.Err() == nil {
-			c.record(fmt.Errorf("simnode: the daemon of %s exited by itself: %v", nd.name, err))
+			c.record(fmt.Errorf("simnode: the daemon of %s exited by itself: %w", nd.name, err))
 		}
 		c.logf(nd, "daemon exited by itself: %v", err)
 	}()

@@ -498,7 +498,7 @@ func (s *Sim) Rollback(ctx context.Context) error {
 		return err
 	}
 	if v.rollback == nil {
-		return errors.New("No rollback available")
+		return errors.New("No rollback available") //nolint:staticcheck // bootc's own message, word for word
 	}
 	reverting := v.rollbackQueued
 	if reverting {

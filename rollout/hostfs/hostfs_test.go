@@ -414,7 +414,7 @@ func listTree(t *testing.T, dir string) map[string]string {
 			return err
 		}
 		st := fi.Sys().(*syscall.Stat_t)
-		out[p] = fi.Mode().String() + " " + fi.ModTime().String() + " links " + strconv.FormatUint(uint64(st.Nlink), 10)
+		out[p] = fi.Mode().String() + " " + fi.ModTime().String() + " links " + strconv.FormatUint(st.Nlink, 10)
 		if fi.Mode().IsRegular() {
 			b, err := os.ReadFile(p)
 			if err != nil {

@@ -209,7 +209,7 @@ func (r *Root) file(acct *accounts, it *containerfile.NodeItem) error {
 	var want []byte
 	if it.Replace {
 		want = slicesConcat(append([][]byte{it.Contents}, it.Append...))
-		if exists && !(regular && bytes.Equal(old, want)) && !it.Overwrite {
+		if exists && (!regular || !bytes.Equal(old, want)) && !it.Overwrite {
 			return skipf("%s: left as it is: it exists (%s) with other content and overwrite is false", it.Path, kind(&st))
 		}
 	} else {

@@ -190,7 +190,7 @@ func writeAt(dfd int, name string, data []byte, mode uint32, uid, gid int) error
 		if err == nil {
 			break
 		}
-		if err != unix.EEXIST || i == 10 {
+		if !errors.Is(err, unix.EEXIST) || i == 10 {
 			return err
 		}
 	}

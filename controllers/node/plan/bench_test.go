@@ -91,7 +91,9 @@ func BenchmarkPlan(b *testing.B) {
 	byPool := make([][]Node, pools)
 	for _, n := range all {
 		var p int
-		fmt.Sscanf(n.Pools[0], "pool-%d", &p)
+		if _, err := fmt.Sscanf(n.Pools[0], "pool-%d", &p); err != nil {
+			b.Fatal(err)
+		}
 		byPool[p] = append(byPool[p], n)
 	}
 	specs := make([]Pool, pools)
