@@ -477,26 +477,35 @@ func (s *Sim) bootFirst(ctx context.Context, v *view) (deployment, error) {
 	return deps[0], nil
 }
 
+// open starts a command that changes the node: it fails on a node never
+// installed, takes the exclusive lock and reads the state and the
+// deployments. The caller calls unlock.
+func (s *Sim) open() (st *state, v *view, unlock func(), err error) {
+	if _, err := os.Stat(s.simDir()); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil, ErrNotInitialized
+	}
+	if unlock, err = s.lock(true); err != nil {
+		return nil, nil, nil, err
+	}
+	if st, err = s.loadState(); err == nil {
+		v, err = s.view(st)
+	}
+	if err != nil {
+		unlock()
+		return nil, nil, nil, err
+	}
+	return st, v, unlock, nil
+}
+
 // Rollback is `bootc rollback`: the rollback deployment boots next and
 // the staged one is dropped. Run while a rollback is queued, it reverts
 // the queued rollback.
 func (s *Sim) Rollback(ctx context.Context) error {
-	if _, err := os.Stat(s.simDir()); errors.Is(err, fs.ErrNotExist) {
-		return ErrNotInitialized
-	}
-	unlock, err := s.lock(true)
+	_, v, unlock, err := s.open()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	st, err := s.loadState()
-	if err != nil {
-		return err
-	}
-	v, err := s.view(st)
-	if err != nil {
-		return err
-	}
 	if v.rollback == nil {
 		return errors.New("No rollback available") //nolint:staticcheck // bootc's own message, word for word
 	}
@@ -543,22 +552,11 @@ func (s *Sim) Rollback(ctx context.Context) error {
 // and the first deployment boots. The root's etc and usr links move to it,
 // /run is emptied, a new boot id is written and a reboot request removed.
 func (s *Sim) Reboot(ctx context.Context) error {
-	if _, err := os.Stat(s.simDir()); errors.Is(err, fs.ErrNotExist) {
-		return ErrNotInitialized
-	}
-	unlock, err := s.lock(true)
+	st, v, unlock, err := s.open()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	st, err := s.loadState()
-	if err != nil {
-		return err
-	}
-	v, err := s.view(st)
-	if err != nil {
-		return err
-	}
 	next := v.deps[0]
 	if v.staged != nil {
 		staged := *v.staged

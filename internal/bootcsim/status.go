@@ -2,6 +2,11 @@ package bootcsim
 
 // The document `bootc status --format=json` prints, as bootc 1.16 writes
 // it: fields bootc serializes as null are pointers without omitempty.
+//
+// These types deliberately do not share the daemon's (rollout/bootc): the
+// simulator writes the document from BOOTC.md on its own, so a misreading
+// of the schema on either side fails the e2e instead of agreeing with
+// itself.
 
 const (
 	// APIVersion is the apiVersion of the status document.

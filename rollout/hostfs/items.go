@@ -181,21 +181,43 @@ func (r *Root) parent(p string) (int, string, error) {
 	return dfd, name, nil
 }
 
+// slot is a host path about to be written: its parent directory, opened
+// (and created) inside the root, and what is at the path now, not
+// following a link.
+type slot struct {
+	dfd    int
+	name   string
+	st     unix.Stat_t
+	exists bool
+}
+
+func (r *Root) slot(p string) (*slot, error) {
+	dfd, name, err := r.parent(p)
+	if err != nil {
+		return nil, err
+	}
+	st, exists, err := lstat(dfd, name)
+	if err != nil {
+		unix.Close(dfd)
+		return nil, err
+	}
+	return &slot{dfd: dfd, name: name, st: st, exists: exists}, nil
+}
+
+func (s *slot) close() { unix.Close(s.dfd) }
+
 func (r *Root) file(acct *accounts, it *containerfile.NodeItem) error {
 	uid, gid, err := acct.owners(it)
 	if err != nil {
 		return err
 	}
 	mode := itemMode(it, 0o644)
-	dfd, name, err := r.parent(it.Path)
+	at, err := r.slot(it.Path)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(dfd)
-	st, exists, err := lstat(dfd, name)
-	if err != nil {
-		return err
-	}
+	defer at.close()
+	dfd, name, st, exists := at.dfd, at.name, at.st, at.exists
 	regular := exists && st.Mode&unix.S_IFMT == unix.S_IFREG
 	if exists && st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		return skipf("%s: not written: a directory is in its place", it.Path)
@@ -208,7 +230,7 @@ func (r *Root) file(acct *accounts, it *containerfile.NodeItem) error {
 	}
 	var want []byte
 	if it.Replace {
-		want = slicesConcat(append([][]byte{it.Contents}, it.Append...))
+		want = bytes.Join(append([][]byte{it.Contents}, it.Append...), nil)
 		if exists && (!regular || !bytes.Equal(old, want)) && !it.Overwrite {
 			return skipf("%s: left as it is: it exists (%s) with other content and overwrite is false", it.Path, kind(&st))
 		}
@@ -219,7 +241,7 @@ func (r *Root) file(acct *accounts, it *containerfile.NodeItem) error {
 		// Keep the content and append once: a file that already ends
 		// with the appended content got it from an earlier run.
 		want = old
-		if tail := slicesConcat(it.Append); len(tail) > 0 && !bytes.HasSuffix(old, tail) {
+		if tail := bytes.Join(it.Append, nil); len(tail) > 0 && !bytes.HasSuffix(old, tail) {
 			want = append(append([]byte(nil), old...), tail...)
 		}
 	}
@@ -234,29 +256,18 @@ func (r *Root) file(acct *accounts, it *containerfile.NodeItem) error {
 	return writeAt(dfd, name, want, mode, uid, gid)
 }
 
-func slicesConcat(parts [][]byte) []byte {
-	var b []byte
-	for _, p := range parts {
-		b = append(b, p...)
-	}
-	return b
-}
-
 func (r *Root) directory(acct *accounts, it *containerfile.NodeItem) error {
 	uid, gid, err := acct.owners(it)
 	if err != nil {
 		return err
 	}
 	mode := itemMode(it, 0o755)
-	dfd, name, err := r.parent(it.Path)
+	at, err := r.slot(it.Path)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(dfd)
-	st, exists, err := lstat(dfd, name)
-	if err != nil {
-		return err
-	}
+	defer at.close()
+	dfd, name, st, exists := at.dfd, at.name, at.st, at.exists
 	if exists && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		if !it.Overwrite {
 			return skipf("%s: left as it is: it is %s and overwrite is false", it.Path, kind(&st))
@@ -278,15 +289,12 @@ func (r *Root) symlink(acct *accounts, it *containerfile.NodeItem) error {
 	if err != nil {
 		return err
 	}
-	dfd, name, err := r.parent(it.Path)
+	at, err := r.slot(it.Path)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(dfd)
-	st, exists, err := lstat(dfd, name)
-	if err != nil {
-		return err
-	}
+	defer at.close()
+	dfd, name, st, exists := at.dfd, at.name, at.st, at.exists
 	if exists {
 		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 			if target, err := readlinkat(dfd, name); err == nil && target == it.Target {
@@ -349,15 +357,12 @@ func (r *Root) hardLink(it *containerfile.NodeItem) error {
 	if tst.Mode&unix.S_IFMT == unix.S_IFDIR {
 		return skipf("%s: not written: its target %s is a directory", it.Path, it.Target)
 	}
-	dfd, name, err := r.parent(it.Path)
+	at, err := r.slot(it.Path)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(dfd)
-	st, exists, err := lstat(dfd, name)
-	if err != nil {
-		return err
-	}
+	defer at.close()
+	dfd, name, st, exists := at.dfd, at.name, at.st, at.exists
 	if exists {
 		if st.Dev == tst.Dev && st.Ino == tst.Ino {
 			return nil
