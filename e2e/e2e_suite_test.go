@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,6 +45,28 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	nodeName, err = os.Hostname()
 	Expect(err).NotTo(HaveOccurred())
+})
+
+var (
+	suiteDirOnce sync.Once
+	suiteDirPath string
+)
+
+// suiteDir is a directory that lives as long as the suite, for what every
+// spec shares (binaries built once).
+func suiteDir() string {
+	suiteDirOnce.Do(func() {
+		var err error
+		suiteDirPath, err = os.MkdirTemp("", "strata-e2e-")
+		Expect(err).NotTo(HaveOccurred())
+	})
+	return suiteDirPath
+}
+
+var _ = AfterSuite(func() {
+	if suiteDirPath != "" {
+		Expect(os.RemoveAll(suiteDirPath)).To(Succeed())
+	}
 })
 
 // newNamespace creates a namespace for one spec and deletes it when the spec

@@ -325,7 +325,9 @@ var controllerBinary string
 
 func startController(kubeconfig string) *controllerProcess {
 	if controllerBinary == "" {
-		controllerBinary = filepath.Join(GinkgoT().TempDir(), "strata-controller")
+		// Built once for the whole suite: a spec's TempDir is removed when
+		// its container ends, and later containers start the binary too.
+		controllerBinary = filepath.Join(suiteDir(), "strata-controller")
 		out, err := exec.Command("go", "build", "-o", controllerBinary, "../cmd/strata-controller").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
 	}
