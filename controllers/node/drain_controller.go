@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/kubectl/pkg/drain"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -53,7 +55,9 @@ type DrainReconciler struct {
 // yet carried out. Several nodes may drain at once (maxUnavailable).
 func (r *DrainReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Kube == nil {
-		kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+		cfg := rest.CopyConfig(mgr.GetConfig())
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return refusedAtOnce{rt} })
+		kube, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return fmt.Errorf("drain client: %w", err)
 		}
@@ -91,12 +95,7 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	// client-go retries a refused eviction (429 with Retry-After) inside
-	// one call, past the drain library's own timeout: bound the attempt's
-	// context instead.
-	attemptCtx, cancel := context.WithTimeout(ctx, r.attempt())
-	defer cancel()
-	helper := r.helper(attemptCtx)
+	helper := r.helper(ctx)
 	switch {
 	case strings.HasPrefix(want, v1alpha1.UncordonRequestPrefix):
 		if err := drain.RunCordonOrUncordon(helper, node, false); err != nil {
@@ -139,6 +138,23 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	reason := fmt.Sprintf("Drain timed out after %s (drainTimeout); the node is left cordoned: %s", timeout, why)
 	r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, "DrainFailed", "Drain", "%s", reason)
 	return ctrl.Result{}, r.acknowledge(ctx, node, "", &reason)
+}
+
+// refusedAtOnce drops Retry-After from 429 answers (an eviction a budget
+// refuses), so that client-go returns them at once instead of sleeping and
+// retrying inside one call past the drain library's timeout. The library
+// then waits and retries between calls, and never has to cancel an eviction
+// in flight: a cancelled one can be recorded in the budget's disruptedPods
+// without the pod being deleted, which blocks every eviction under that
+// budget for the disruption controller's two-minute deletion timeout.
+type refusedAtOnce struct{ next http.RoundTripper }
+
+func (t refusedAtOnce) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		resp.Header.Del("Retry-After")
+	}
+	return resp, err
 }
 
 func (r *DrainReconciler) attempt() time.Duration {
