@@ -5,6 +5,10 @@
 // # One validator
 //
 // ParseIgnition parses any Ignition 3.0 to 3.5 config into 3.5 types, and
+// translates 2.0 to 2.4 configs to them as OpenShift does (ign22.go). It
+// refuses keys Ignition does not know, which it would ignore with their
+// values, naming the key and the version, and any other warning of
+// Ignition's that is not known to be harmless (refuseWarnings).
 // ValidateMachineConfigSpec returns every problem Render would refuse, as
 // field errors (spec.config.storage.files[3].path: Invalid value: "/proc/x":
 // ...). Render builds its plan with the same code, so a config the render
@@ -13,7 +17,8 @@
 // reproduce offline), Ignition config merge/replace and CA lists, disks,
 // raid, filesystems and luks, paths that are relative, unclean, contain
 // "..", or are under /proc, /sys, /dev, /run, /tmp, /boot, /sysroot, /ostree
-// or /usr/etc, kernel arguments with whitespace or control characters,
+// or /usr/etc, kernel arguments with control characters or an unclosed
+// double quote, extension names OpenShift does not know,
 // kernelArguments.shouldNotExist (an image can add kernel arguments, not
 // remove the base image's), and any change to users or groups (below).
 //
@@ -30,9 +35,10 @@
 // is never baked: bootc does not change /var on a switch, so it is returned
 // as NodeItems for the daemon to write. So are the SSH keys of users.
 //
-// Kernel arguments (spec.kernelArguments in order, then Ignition's
-// kernelArguments.shouldExist not already present) are written to
-// /usr/lib/bootc/kargs.d/10-strata.toml.
+// Kernel arguments (spec.kernelArguments in order, each entry split at
+// spaces outside double quotes as OpenShift's daemon splits it, then
+// Ignition's kernelArguments.shouldExist not already present, one argument
+// each) are written to /usr/lib/bootc/kargs.d/10-strata.toml.
 //
 // Units are written to /etc/systemd/system, drop-ins to NAME.d/. For an
 // enabled unit whose contents are in the config, the links `systemctl
@@ -40,8 +46,11 @@
 // drop-ins' (WantedBy, RequiredBy, UpheldBy, Alias, Also, DefaultInstance
 // for templates); a unit without [Install] is a no-op, as with systemctl.
 // A masked unit is a link to /dev/null. A unit of the base image (no
-// contents) that is enabled or disabled needs `systemctl enable/disable` in
-// a RUN step, since only the image knows its [Install] section.
+// contents) that is enabled, and any unit that is disabled, with or without
+// contents, needs `systemctl enable/disable` in a RUN step, since only the
+// image knows its [Install] section and the links its base made; these
+// steps come after the package steps, so that a unit an extension provides
+// can be enabled.
 //
 // # Decisions
 //
@@ -61,12 +70,22 @@
 //     replaces what the base has, whatever overwrite says (as the Machine
 //     Config Operator does); whether the base has the file cannot be known
 //     at render time. For /var-bound items overwrite is passed on to the
-//     daemon, which can look.
+//     daemon, which can look. A /var-bound file with contents and no
+//     overwrite is overwritten, although Ignition's default is false:
+//     OpenShift's merge sets an unset overwrite to true and its daemon
+//     rewrites its files on every update, so an updated script reaches
+//     nodes that have the old one. An explicit `overwrite: false` still
+//     leaves an existing, different file alone. Files without contents
+//     (appends only), directories and links keep Ignition's default.
 //   - Owners: numeric ids go into the tar. Names only resolve inside the
 //     image, so a RUN step chowns them after the layer is added.
 //   - Hard links must point to a file of the same config in the same place
 //     (both in the image or both bound for /var).
-//   - Extensions and kernelType become dnf steps.
+//   - Extensions and kernelType become dnf steps. spec.extensions holds
+//     OpenShift's extension names (ipsec, sandboxed-containers, ...), each
+//     installing the packages the Machine Config Operator installs for it;
+//     the package list is sorted and deduplicated. kernel-devel is refused
+//     with a realtime or 64k-pages kernel, as OpenShift refuses it.
 //   - The admin's Containerfile content for the target architecture (else
 //     the NoArch entry) is parsed with buildkit's parser, must not contain
 //     FROM, and comes after Strata's steps; the labels come last, so that it

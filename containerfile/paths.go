@@ -58,7 +58,9 @@ func varBound(p string) bool {
 }
 
 // checkArg says what is wrong with a kernel argument, or "" when it is one
-// argument that can be written into a kargs.d TOML string.
+// argument that can be written into a kargs.d TOML string. Double quotes
+// may hold spaces (dyndbg="file x.c +p"), as on the kernel command line;
+// an unclosed quote would swallow the arguments after it there.
 func checkArg(a string) string {
 	switch {
 	case a == "":
@@ -67,8 +69,53 @@ func checkArg(a string) string {
 		return "must be at most 4096 bytes"
 	case !utf8.ValidString(a):
 		return "must be valid UTF-8"
-	case strings.IndexFunc(a, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
-		return "must be a single argument without whitespace or control characters"
+	case strings.IndexFunc(a, unicode.IsControl) >= 0:
+		return "must not contain control characters"
+	case strings.Count(a, `"`)%2 != 0:
+		return "must close its double quote: an open quote runs to the end of the kernel command line"
+	}
+	quoted := false
+	for _, r := range a {
+		switch {
+		case r == '"':
+			quoted = !quoted
+		case quoted:
+		case r == ' ':
+			return "must be one argument: spaces outside double quotes separate arguments"
+		case unicode.IsSpace(r):
+			return "must not contain whitespace other than spaces outside double quotes"
+		}
 	}
 	return ""
+}
+
+// splitKernelArguments splits one spec.kernelArguments entry into
+// arguments the way OpenShift's daemon does (splitKernelArguments in the
+// Machine Config Daemon, after the kernel's next_arg()): at spaces outside
+// double quotes, with the quotes kept in the argument. Other whitespace
+// is not a separator here: it is a control character, which checkArg
+// refuses instead of silently reading a tab or newline as a space.
+func splitKernelArguments(entry string) []string {
+	var args []string
+	start, quoted := -1, false
+	for i := 0; i < len(entry); i++ {
+		c := entry[i]
+		if c == ' ' && !quoted {
+			if start >= 0 {
+				args = append(args, entry[start:i])
+				start = -1
+			}
+			continue
+		}
+		if start < 0 {
+			start = i
+		}
+		if c == '"' {
+			quoted = !quoted
+		}
+	}
+	if start >= 0 {
+		args = append(args, entry[start:])
+	}
+	return args
 }

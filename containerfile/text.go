@@ -90,6 +90,15 @@ func containerfileBody(in Input, p *plan, hasRootfs bool, appendNames [][]string
 	slices.Sort(chowns)
 	run("", chowns)
 
+	if k, ok := kernelSwap[p.kernelType]; ok {
+		run("", []string{k})
+	}
+	if len(p.extensions) > 0 {
+		run("", []string{"dnf -y install " + quoteAll(p.extensions), "dnf clean all"})
+	}
+
+	// Units are enabled and disabled after the packages are in: a unit an
+	// extension provides (usbguard.service) only exists from then on.
 	var units []string
 	if len(p.enable) > 0 {
 		units = append(units, "systemctl enable "+quoteAll(p.enable))
@@ -98,13 +107,6 @@ func containerfileBody(in Input, p *plan, hasRootfs bool, appendNames [][]string
 		units = append(units, "systemctl disable "+quoteAll(p.disable))
 	}
 	run("", units)
-
-	if k, ok := kernelSwap[p.kernelType]; ok {
-		run("", []string{k})
-	}
-	if len(p.extensions) > 0 {
-		run("", []string{"dnf -y install " + quoteAll(p.extensions), "dnf clean all"})
-	}
 
 	if admin != nil && strings.TrimSpace(admin.content) != "" {
 		fmt.Fprintf(&b, "# containerFile %s from the MachineOSConfig\n", admin.arch)

@@ -26,9 +26,6 @@ const (
 )
 
 var (
-	// extensionPattern matches package names, as the CRD schema does
-	// (stratactl has no API server to enforce it).
-	extensionPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._+-]*$`)
 	// ownerNamePattern matches user and group names that are safe to pass
 	// to chown unquoted by meaning (no ':' or leading '-').
 	ownerNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9_.-]*\$?$`)
@@ -70,10 +67,10 @@ type plan struct {
 	edits      []editOp
 	chowns     []chownOp
 	enable     []string // units of the base image to enable at build time
-	disable    []string
+	disable    []string // units to disable at build time, with or without contents
 	kargs      []string
 	nodeItems  []NodeItem
-	extensions []string
+	extensions []string // the packages of spec.extensions, sorted and unique
 	kernelType v1alpha1.KernelType
 }
 
@@ -125,26 +122,39 @@ func buildPlanParsed(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path, pars
 	var errs field.ErrorList
 
 	for i, a := range spec.KernelArguments {
-		if msg := checkArg(a); msg != "" {
-			errs = append(errs, field.Invalid(fldPath.Child("kernelArguments").Index(i), short(a), msg))
+		// An entry may hold several arguments, as OpenShift's daemon reads
+		// it: split on spaces outside double quotes.
+		kp := fldPath.Child("kernelArguments").Index(i)
+		args := splitKernelArguments(a)
+		if len(args) == 0 {
+			errs = append(errs, field.Invalid(kp, short(a), "must hold at least one argument"))
 		}
+		for _, arg := range args {
+			if msg := checkArg(arg); msg != "" {
+				errs = append(errs, field.Invalid(kp, short(arg), msg))
+			}
+		}
+		p.kargs = append(p.kargs, args...)
 	}
-	p.kargs = append(p.kargs, spec.KernelArguments...)
 
 	seen := map[string]bool{}
+	var names []string
 	for i, e := range spec.Extensions {
 		ep := fldPath.Child("extensions").Index(i)
+		_, known := extensionPackages[e]
 		switch {
-		case len(e) > 255 || !extensionPattern.MatchString(e):
-			errs = append(errs, field.Invalid(ep, short(e), "must be a package name: letters, digits and ._+- , at most 255 characters"))
+		case !known:
+			errs = append(errs, field.NotSupported(ep, short(e), extensionNames))
 		case seen[e]:
 			errs = append(errs, field.Duplicate(ep, e))
+		case extensionNeedsDefaultKernel[e] && (spec.KernelType == v1alpha1.KernelTypeRealtime || spec.KernelType == v1alpha1.KernelType64kPages):
+			errs = append(errs, field.Forbidden(ep, e+" matches only the default kernel, not kernelType "+string(spec.KernelType)))
 		default:
 			seen[e] = true
-			p.extensions = append(p.extensions, e)
+			names = append(names, e)
 		}
 	}
-	slices.Sort(p.extensions)
+	p.extensions = packagesOf(names)
 
 	switch spec.KernelType {
 	case "", v1alpha1.KernelTypeDefault, v1alpha1.KernelTypeRealtime, v1alpha1.KernelType64kPages:
@@ -348,9 +358,19 @@ func (w *walker) file(f *ign.File, fp *field.Path, baked, node map[string]bool) 
 	}
 	if varBound(f.Path) {
 		node[f.Path] = true
+		// Ignition leaves an existing file alone unless overwrite is true;
+		// OpenShift's merge sets an unset overwrite to true, and its daemon
+		// rewrites every file on each update, so that a changed file
+		// reaches nodes that already have the old one. Do the same for a
+		// file with contents: overwrite needs contents in Ignition, and a
+		// file without them only appends.
+		overwrite := hasSource(f.Contents)
+		if f.Overwrite != nil {
+			overwrite = *f.Overwrite
+		}
 		w.nodeItems = append(w.nodeItems, NodeItem{
 			Kind: NodeFile, Path: f.Path, Mode: &mode, User: user, Group: group,
-			Overwrite: f.Overwrite != nil && *f.Overwrite,
+			Overwrite: overwrite,
 			Replace:   hasSource(f.Contents), Contents: contents, Append: appends,
 		})
 		return
@@ -519,7 +539,12 @@ func (w *walker) systemd(s *ign.Systemd) {
 			// A unit of the base image: its [Install] section is only known
 			// inside the image.
 			w.enable = append(w.enable, u.Name)
-		case disabled && u.Contents == nil:
+		case disabled:
+			// With or without contents: the links that enable the unit
+			// (the base image's presets, or its own [Install] section) are
+			// only known inside the image. The step runs after the layer
+			// has put the config's unit file in place, as OpenShift runs
+			// `systemctl disable` on the node.
 			w.disable = append(w.disable, u.Name)
 		}
 	}

@@ -92,6 +92,9 @@ envtest() {
 	# sysroot, and its cleanup needs chattr -i on the deployments.
 	apt_ensure /usr/bin/ostree -- ostree
 	apt_ensure chattr -- e2fsprogs
+	# The renderer's disable test runs the real systemctl inside an image,
+	# as a bootc base image has it (containerfile/systemd_test.go).
+	apt_ensure systemctl -- systemd
 	build_etcd
 	build_kube kube-apiserver kubectl
 	go_install registry github.com/distribution/distribution/v3/cmd/registry "$REGISTRY_VERSION"

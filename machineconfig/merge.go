@@ -23,7 +23,10 @@ const IgnitionVersion = "3.5.0"
 //   - kernel arguments concatenated in order, exact duplicates dropped
 //     (the first occurrence keeps its place);
 //   - extensions as a sorted set;
-//   - kernelType and osImageURL: the last non-empty value wins.
+//   - kernelType: a non-default kernel (realtime, 64k-pages) in any config
+//     wins over default, whatever the order, and the last of them wins over
+//     the others; default only when no config asks for another kernel;
+//   - osImageURL: the last non-empty value wins.
 //
 // The result's Ignition config is canonical JSON at IgnitionVersion, so equal
 // content gives equal bytes (and an equal Hash).
@@ -59,8 +62,20 @@ func MergeIgnition(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec
 		for _, ext := range mc.Spec.Extensions {
 			extensions[ext] = true
 		}
-		if mc.Spec.KernelType != "" {
-			out.KernelType = mc.Spec.KernelType
+		// As OpenShift's MergeMachineConfigs: asking for a non-default
+		// kernel in any MachineConfig takes priority, so a later
+		// `kernelType: default` (often just stating the default) does not
+		// undo an earlier realtime. Between two non-default kernels the
+		// last in name order wins, as there; an unknown value counts as
+		// non-default, so that validation names it instead of dropping it.
+		switch k := mc.Spec.KernelType; k {
+		case "":
+		case v1alpha1.KernelTypeDefault:
+			if out.KernelType == "" {
+				out.KernelType = k
+			}
+		default:
+			out.KernelType = k
 		}
 		if mc.Spec.OSImageURL != "" {
 			out.OSImageURL = mc.Spec.OSImageURL

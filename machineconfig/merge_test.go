@@ -115,10 +115,10 @@ func TestMergeScalarsAndLists(t *testing.T) {
 func TestMergeErrorNamesMachineConfig(t *testing.T) {
 	_, err := Merge([]v1alpha1.MachineConfig{
 		mc("00-good", `{"ignition":{"version":"3.2.0"}}`),
-		mc("50-bad", `{"ignition":{"version":"2.2.0"}}`),
+		mc("50-bad", `{"ignition":{"version":"2.2.0"},"networkd":{"units":[{"name":"10-eth0.network"}]}}`),
 	})
 	if err == nil {
-		t.Fatal("want an error for an Ignition 2.x config")
+		t.Fatal("want an error for an Ignition 2.x config that cannot be translated")
 	}
 	for _, want := range []string{"MachineConfig 50-bad", "spec.config"} {
 		if !strings.Contains(err.Error(), want) {

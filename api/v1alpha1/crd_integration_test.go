@@ -365,9 +365,16 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			want: []string{"spec.kernelType", "Unsupported value"},
 		},
 		{
-			name: "kernel argument with whitespace",
+			name: "kernel argument with a tab",
 			do: func(n string) error {
-				return env.Client.Create(ctx, mcUnstructured(n, map[string]any{"kernelArguments": []any{"quiet splash"}}))
+				return env.Client.Create(ctx, mcUnstructured(n, map[string]any{"kernelArguments": []any{"quiet\tsplash"}}))
+			},
+			want: []string{"spec.kernelArguments[0]"},
+		},
+		{
+			name: "kernel argument of spaces only",
+			do: func(n string) error {
+				return env.Client.Create(ctx, mcUnstructured(n, map[string]any{"kernelArguments": []any{"  "}}))
 			},
 			want: []string{"spec.kernelArguments[0]"},
 		},

@@ -5,8 +5,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// KernelType selects the kernel a node boots.
-// +kubebuilder:validation:Enum=default;realtime;64k-pages
+// KernelType selects the kernel a node boots. Empty is allowed because
+// OpenShift prints kernelType: "" for a MachineConfig that does not set it.
+// +kubebuilder:validation:Enum="";default;realtime;64k-pages
 type KernelType string
 
 const (
@@ -17,6 +18,25 @@ const (
 	// KernelType64kPages replaces the kernel with the 64k-pages kernel
 	// (aarch64 only).
 	KernelType64kPages KernelType = "64k-pages"
+)
+
+// RoleLabel on a MachineConfig names the role of the nodes it is for; by
+// convention a pool selects the MachineConfigs labelled with its own name
+// (machineConfigSelector matchLabels RoleLabel: <pool>). OpenShift's
+// machineconfiguration.openshift.io/role plays the same part.
+const RoleLabel = Prefix + "role"
+
+// Messages of the rules on the fields a MachineConfig has only so that
+// OpenShift's MachineConfigs, as a cluster prints them, are accepted. The
+// CRD schema carries them in its CEL rules (markers cannot refer to
+// constants; a test checks that the schema says the same); validators
+// outside the apiserver (stratactl render) refuse with the same words.
+const (
+	// FIPSUnsupportedMessage is why spec.fips must be false.
+	FIPSUnsupportedMessage = "Strata cannot switch a node into FIPS mode: FIPS mode is set when a node is installed, not by an update; install the nodes in FIPS mode (fips=1 on the kernel command line of the first boot, from a base image with the FIPS crypto policy) and remove fips or set it to false"
+	// BaseOSExtensionsContainerImageUnsupportedMessage is why
+	// spec.baseOSExtensionsContainerImage must be empty.
+	BaseOSExtensionsContainerImageUnsupportedMessage = "Strata installs extensions with dnf from the package repositories of the base image, not from an extensions container; remove baseOSExtensionsContainerImage or leave it empty, and name the extensions to install in spec.extensions"
 )
 
 // MachineConfigSpec is a piece of node configuration.
@@ -32,17 +52,23 @@ type MachineConfigSpec struct {
 	Config runtime.RawExtension `json:"config,omitempty"`
 
 	// kernelArguments are appended to the kernel command line, in order.
-	// They travel with the image in /usr/lib/bootc/kargs.d. Each is one
-	// argument: no whitespace or control characters.
+	// They travel with the image in /usr/lib/bootc/kargs.d. An entry may
+	// hold several arguments separated by spaces, as OpenShift reads it;
+	// double quotes keep spaces inside one argument (dyndbg="file x.c +p").
+	// No control characters (tabs and newlines included).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=4096
-	// +kubebuilder:validation:items:Pattern=`^[^\s\x00-\x1f\x7f]+$`
+	// +kubebuilder:validation:items:Pattern=`^[^\x00-\x1f\x7f]*[^ \x00-\x1f\x7f][^\x00-\x1f\x7f]*$`
 	KernelArguments []string `json:"kernelArguments,omitempty"`
 
-	// extensions are extra packages installed into the image, by name.
+	// extensions are OpenShift extension names (ipsec, kerberos,
+	// kernel-devel, sandboxed-containers, sysstat, two-node-ha, usbguard,
+	// wasm), each installed into the image as its packages; an unknown
+	// name is refused when the pool is rendered, with the list of known
+	// ones.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=128
@@ -52,7 +78,9 @@ type MachineConfigSpec struct {
 	Extensions []string `json:"extensions,omitempty"`
 
 	// kernelType selects the kernel: default, realtime or 64k-pages. Empty
-	// leaves the choice to the other MachineConfigs of the pool.
+	// leaves the choice to the other MachineConfigs of the pool, and so
+	// does default: as on OpenShift, a non-default kernel asked for by any
+	// of the pool's MachineConfigs wins (the last in name order).
 	// +optional
 	KernelType KernelType `json:"kernelType,omitempty"`
 
@@ -62,6 +90,26 @@ type MachineConfigSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	OSImageURL string `json:"osImageURL,omitempty"`
+
+	// fips may only be false. Strata cannot switch a node into FIPS mode:
+	// FIPS mode is set when a node is installed (fips=1 on the kernel
+	// command line of the first boot, from a base image with the FIPS
+	// crypto policy), not by an update. The field exists so that
+	// MachineConfigs exported from OpenShift, which say fips: false, are
+	// accepted as they are.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!self",message="Strata cannot switch a node into FIPS mode: FIPS mode is set when a node is installed, not by an update; install the nodes in FIPS mode (fips=1 on the kernel command line of the first boot, from a base image with the FIPS crypto policy) and remove fips or set it to false"
+	FIPS bool `json:"fips,omitempty"`
+
+	// baseOSExtensionsContainerImage may only be empty. Strata installs
+	// extensions with dnf from the package repositories of the base image,
+	// not from an extensions container. The field exists so that
+	// MachineConfigs exported from OpenShift, which say
+	// baseOSExtensionsContainerImage: "", are accepted as they are.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self == ''",message="Strata installs extensions with dnf from the package repositories of the base image, not from an extensions container; remove baseOSExtensionsContainerImage or leave it empty, and name the extensions to install in spec.extensions"
+	BaseOSExtensionsContainerImage string `json:"baseOSExtensionsContainerImage,omitempty"`
 }
 
 // MachineConfigStatus is the observed state of a MachineConfig.

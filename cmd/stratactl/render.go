@@ -1,21 +1,19 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
@@ -34,15 +32,38 @@ type renderOptions struct {
 func newRenderCommand() *cobra.Command {
 	o := &renderOptions{}
 	cmd := &cobra.Command{
-		Use:   "render -f FILE... --base IMAGE [--arch ARCH] -o DIR",
-		Short: "Render MachineConfigs and a MachineOSConfig into a Containerfile and build context",
-		Long: `render reads MachineConfig and MachineOSConfig objects from YAML or JSON files
-(several documents per file are fine), validates each MachineConfig as the
-cluster would, merges them in name order as a pool does, and writes the
-Containerfile and build context the pool's image would be built from.
+		Use:   "render -f FILE... [--pool NAME] --base IMAGE [--arch ARCH] -o DIR",
+		Short: "Render a pool's MachineConfigs and MachineOSConfig into a Containerfile and build context",
+		Long: `render reads MachineConfigs, MachineConfigPools and MachineOSConfigs from YAML
+or JSON files (several documents per file, and kind List, are fine), selects
+the MachineConfigs of one pool as the render controller does, checks them as
+the cluster would, merges them in name order, and writes the Containerfile
+and build context the pool's image would be built from.
 
-The pool is the MachineOSConfig's; without one, name it with --pool. The base
-image must be given by digest (--base, else the MachineOSConfig's
+The pool is the one named by --pool; without --pool, the one pool the input
+names (by a MachineConfigPool or by a MachineOSConfig's machineConfigPool).
+Input that names several pools needs --pool: render each pool on its own,
+into its own directory, so that no pool's configuration ends up in another
+pool's image. A MachineOSConfig is used for its own pool only.
+
+The pool selects MachineConfigs by the machineConfigSelector of its
+MachineConfigPool when the input has it, else by the role label: --pool
+worker selects the MachineConfigs labelled
+machineconfiguration.strata.dev/role=worker. Give the MachineConfigPool for
+any other selection (a custom pool that also takes the worker's configs, for
+example). Rendered MachineConfigs are never selected. Every document must
+decode as the API server decodes it (an unknown field is an error); the
+MachineConfigs the pool selects are checked as the render controller checks
+them.
+
+OpenShift's machineconfiguration.openshift.io/v1 MachineConfigs and
+MachineConfigPools are read as they are, with the label
+machineconfiguration.openshift.io/role taken for
+machineconfiguration.strata.dev/role, so that they can be tried before they
+are converted. Of an OpenShift MachineConfigPool only the name and
+machineConfigSelector are used.
+
+The base image must be given by digest (--base, else the MachineOSConfig's
 baseImagePullSpec, else the merged osImageURL).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -50,33 +71,15 @@ baseImagePullSpec, else the merged osImageURL).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&o.files, "filename", "f", nil, "file with MachineConfigs and MachineOSConfigs (repeatable; - is standard input)")
+	f.StringArrayVarP(&o.files, "filename", "f", nil, "file with MachineConfigs, MachineConfigPools and MachineOSConfigs (repeatable; - is standard input)")
 	f.StringVar(&o.base, "base", "", "base OS image as registry/repository@sha256:digest")
 	f.StringVar(&o.arch, "arch", runtime.GOARCH, "target architecture: amd64, arm64, ppc64le or s390x")
-	f.StringVar(&o.pool, "pool", "", "pool name when no MachineOSConfig is given")
+	f.StringVar(&o.pool, "pool", "", "the pool to render; needed when the input names several pools or none")
 	f.StringVarP(&o.out, "output", "o", "", "directory to write the build context to (must be empty or absent)")
 	f.StringVar(&o.nodeItems, "node-items", "", "file to write the /var-bound items the daemon would write, as JSON")
 	_ = cmd.MarkFlagRequired("filename")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
-}
-
-// object is one decoded document, with where it came from for messages.
-type object struct {
-	file string
-	doc  int
-	mc   *v1alpha1.MachineConfig
-	mosc *v1alpha1.MachineOSConfig
-}
-
-func (o object) where() string {
-	switch {
-	case o.mc != nil:
-		return fmt.Sprintf("%s: MachineConfig %s", o.file, o.mc.Name)
-	case o.mosc != nil:
-		return fmt.Sprintf("%s: MachineOSConfig %s", o.file, o.mosc.Name)
-	}
-	return fmt.Sprintf("%s: document %d", o.file, o.doc)
 }
 
 func (o *renderOptions) run(stdout io.Writer) error {
@@ -92,19 +95,28 @@ func (o *renderOptions) run(stdout io.Writer) error {
 
 	var mcs []v1alpha1.MachineConfig
 	var moscs []object
-	names := map[string]string{}
+	pools := map[string]object{}
+	mcNames := map[string]string{}
 	for _, obj := range objs {
 		switch {
 		case obj.mc != nil:
-			if prev, ok := names[obj.mc.Name]; ok {
+			if prev, ok := mcNames[obj.mc.Name]; ok {
 				problems = append(problems, fmt.Sprintf("%s: also defined in %s", obj.where(), prev))
 				continue
 			}
-			names[obj.mc.Name] = obj.file
-			for _, e := range containerfile.ValidateMachineConfigSpec(&obj.mc.Spec, field.NewPath("spec")) {
+			mcNames[obj.mc.Name] = obj.file
+			// What the API server refuses of any MachineConfig; the
+			// renderer's checks follow for the ones the pool selects.
+			for _, e := range validateUnsupportedFields(&obj.mc.Spec, field.NewPath("spec")) {
 				problems = append(problems, fmt.Sprintf("%s: %v", obj.where(), e))
 			}
 			mcs = append(mcs, *obj.mc)
+		case obj.mcp != nil:
+			if prev, ok := pools[obj.mcp.Name]; ok {
+				problems = append(problems, fmt.Sprintf("%s: also defined in %s", obj.where(), prev.file))
+				continue
+			}
+			pools[obj.mcp.Name] = obj
 		case obj.mosc != nil:
 			for _, e := range containerfile.ValidateContainerfiles(obj.mosc.Spec.ContainerFile, field.NewPath("spec", "containerFile")) {
 				problems = append(problems, fmt.Sprintf("%s: %v", obj.where(), e))
@@ -112,26 +124,43 @@ func (o *renderOptions) run(stdout io.Writer) error {
 			moscs = append(moscs, obj)
 		}
 	}
-	var mosc *v1alpha1.MachineOSConfig
-	switch {
-	case len(moscs) > 1 && o.pool == "":
-		problems = append(problems, fmt.Sprintf("%d MachineOSConfigs given; choose one with --pool", len(moscs)))
-	case len(moscs) > 0:
-		for _, m := range moscs {
-			if o.pool == "" || m.mosc.Spec.MachineConfigPool.Name == o.pool {
-				if mosc != nil {
-					problems = append(problems, fmt.Sprintf("%s: a second MachineOSConfig for pool %s", m.where(), o.pool))
-					continue
-				}
-				mosc = m.mosc
-			}
-		}
-		if mosc == nil {
-			problems = append(problems, fmt.Sprintf("no MachineOSConfig for pool %s", o.pool))
-		}
+
+	pool, err := choosePool(o.pool, pools, moscs)
+	if err != nil {
+		problems = append(problems, err.Error())
 	}
+
+	var mosc *v1alpha1.MachineOSConfig
+	for _, m := range moscs {
+		if m.mosc.Spec.MachineConfigPool.Name != pool {
+			continue
+		}
+		if mosc != nil {
+			problems = append(problems, fmt.Sprintf("%s: a second MachineOSConfig for pool %s", m.where(), pool))
+			continue
+		}
+		mosc = m.mosc
+	}
+
+	var selected, others []v1alpha1.MachineConfig
 	if len(mcs) == 0 {
 		problems = append(problems, "no MachineConfig given")
+	} else if pool != "" {
+		selector, from, where := poolSelector(pool, pools)
+		selected, others, err = selectMachineConfigs(selector, mcs)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s: %v", where, err))
+		case len(selected) == 0:
+			problems = append(problems, fmt.Sprintf("pool %s selects no MachineConfig: %s; the pool's selector is %s (%s)",
+				pool, describeUnselected(others, 10), describeSelector(selector), from))
+		}
+	}
+	for i := range selected {
+		mc := &selected[i]
+		for _, e := range containerfile.ValidateMachineConfigSpec(&mc.Spec, field.NewPath("spec")) {
+			problems = append(problems, fmt.Sprintf("%s: MachineConfig %s: %v", mcNames[mc.Name], mc.Name, e))
+		}
 	}
 	if err := checkOutput(o.out); err != nil {
 		problems = append(problems, err.Error())
@@ -140,20 +169,15 @@ func (o *renderOptions) run(stdout io.Writer) error {
 		return errors.New("cannot render:\n  " + strings.Join(problems, "\n  "))
 	}
 
-	pool := o.pool
 	var cfs []v1alpha1.MachineOSContainerfile
 	base := o.base
 	if mosc != nil {
-		pool = mosc.Spec.MachineConfigPool.Name
 		cfs = mosc.Spec.ContainerFile
 		if base == "" {
 			base = mosc.Spec.BaseImagePullSpec
 		}
 	}
-	if pool == "" {
-		return errors.New("cannot render: no MachineOSConfig given; name the pool with --pool")
-	}
-	spec, err := machineconfig.Merge(mcs)
+	spec, err := machineconfig.Merge(selected)
 	if err != nil {
 		return fmt.Errorf("cannot render: merge: %w", err)
 	}
@@ -192,8 +216,49 @@ func (o *renderOptions) run(stdout io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "Rendered %s for pool %s into %s\n", name, pool, o.out)
+	names := make([]string, len(selected))
+	for i := range selected {
+		names[i] = selected[i].Name
+	}
+	fmt.Fprintf(stdout, "MachineConfigs merged (%d): %s\n", len(selected), strings.Join(names, ", "))
+	if len(others) > 0 {
+		fmt.Fprintf(stdout, "not selected by the pool: %s\n", describeUnselected(others, 0))
+	}
 	fmt.Fprintf(stdout, "input hash %s, needs RUN steps: %v, items for the node: %d\n", res.InputHash, res.NeedsRun, len(res.NodeItems))
 	return nil
+}
+
+// choosePool is the pool named by --pool, else the one pool the input
+// names by a MachineConfigPool or a MachineOSConfig.
+func choosePool(flag string, pools map[string]object, moscs []object) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	named := map[string]bool{}
+	for name := range pools {
+		named[name] = true
+	}
+	for _, m := range moscs {
+		named[m.mosc.Spec.MachineConfigPool.Name] = true
+	}
+	switch names := slices.Sorted(maps.Keys(named)); len(names) {
+	case 0:
+		return "", errors.New("no pool: name it with --pool, or give its MachineConfigPool or MachineOSConfig")
+	case 1:
+		return names[0], nil
+	default:
+		return "", fmt.Errorf("the input names %d pools (%s); render one at a time with --pool", len(names), strings.Join(names, ", "))
+	}
+}
+
+// poolSelector is the pool's machineConfigSelector when its
+// MachineConfigPool is given, else the role label; from says which for
+// messages, where names the selector's place for its errors.
+func poolSelector(pool string, pools map[string]object) (selector *metav1.LabelSelector, from, where string) {
+	if p, ok := pools[pool]; ok {
+		return p.mcp.Spec.MachineConfigSelector, "spec.machineConfigSelector of " + p.where(), p.where() + ": spec.machineConfigSelector"
+	}
+	return roleSelector(pool), "the role label, as no MachineConfigPool " + pool + " is given", "--pool"
 }
 
 // renderedWhere names the object an error of the merged render is about.
@@ -220,88 +285,4 @@ func checkOutput(dir string) error {
 		return fmt.Errorf("output directory %s is not empty", dir)
 	}
 	return nil
-}
-
-// readObjects decodes every document of a file. Unknown kinds and fields
-// are errors, so that a typo is not silently ignored.
-func readObjects(file string) ([]object, error) {
-	var r io.Reader
-	if file == "-" {
-		r = os.Stdin
-		file = "<stdin>"
-	} else {
-		f, err := os.Open(file)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		r = f
-	}
-	yr := utilyaml.NewYAMLReader(bufio.NewReader(r))
-	var objs []object
-	var problems []string
-	for doc := 1; ; doc++ {
-		raw, err := yr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return objs, fmt.Errorf("%s: document %d: %w", file, doc, err)
-		}
-		if len(bytes.TrimSpace(raw)) == 0 || isOnlyComments(raw) {
-			continue
-		}
-		obj := object{file: file, doc: doc}
-		var meta struct {
-			APIVersion string `json:"apiVersion"`
-			Kind       string `json:"kind"`
-			Metadata   struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-		}
-		if err := yaml.Unmarshal(raw, &meta); err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", obj.where(), err))
-			continue
-		}
-		what := fmt.Sprintf("%s: %s %s", file, meta.Kind, meta.Metadata.Name)
-		gv, err := schema.ParseGroupVersion(meta.APIVersion)
-		if err != nil || gv != v1alpha1.GroupVersion {
-			problems = append(problems, fmt.Sprintf("%s (document %d): apiVersion: %q is not %s", what, doc, meta.APIVersion, v1alpha1.GroupVersion))
-			continue
-		}
-		if meta.Metadata.Name == "" {
-			problems = append(problems, fmt.Sprintf("%s (document %d): metadata.name: Required value", what, doc))
-			continue
-		}
-		var target any
-		switch meta.Kind {
-		case "MachineConfig":
-			obj.mc = &v1alpha1.MachineConfig{}
-			target = obj.mc
-		case "MachineOSConfig":
-			obj.mosc = &v1alpha1.MachineOSConfig{}
-			target = obj.mosc
-		default:
-			problems = append(problems, fmt.Sprintf("%s (document %d): kind: %q is not MachineConfig or MachineOSConfig", what, doc, meta.Kind))
-			continue
-		}
-		if err := yaml.UnmarshalStrict(raw, target); err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", what, err))
-			continue
-		}
-		objs = append(objs, obj)
-	}
-	if len(problems) > 0 {
-		return objs, errors.New(strings.Join(problems, "\n  "))
-	}
-	return objs, nil
-}
-
-func isOnlyComments(raw []byte) bool {
-	for _, l := range strings.Split(string(raw), "\n") {
-		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") && l != "---" {
-			return false
-		}
-	}
-	return true
 }

@@ -1,0 +1,140 @@
+package containerfile
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+)
+
+// TestKernelArgumentEntryWithSeveralArguments is
+// mco-real/repro/d5-karg-with-spaces (intel's 100-intel-iommu-on): one
+// spec.kernelArguments entry holding three arguments becomes three
+// arguments of the kargs.d file, as the Machine Config Daemon splits it.
+func TestKernelArgumentEntryWithSeveralArguments(t *testing.T) {
+	p, errs := buildPlan(&v1alpha1.MachineConfigSpec{KernelArguments: []string{
+		"intel_iommu=on,sm_on modules_load=vfio-pci vfio-pci.ids=8086:4941,8086:4943",
+	}}, field.NewPath("spec"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	want := `kargs = ["intel_iommu=on,sm_on", "modules_load=vfio-pci", "vfio-pci.ids=8086:4941,8086:4943"]`
+	if got := string(p.entries[kargsPath].data); !strings.Contains(got, want+"\n") {
+		t.Errorf("kargs.d file:\n%s\nwant the line %s", got, want)
+	}
+}
+
+func TestSplitKernelArguments(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"   ", nil},
+		{"quiet", []string{"quiet"}},
+		{"  a   b ", []string{"a", "b"}},
+		// Quotes keep spaces in one argument and stay in it, as the
+		// kernel's next_arg() and the Machine Config Daemon read them.
+		{`dyndbg="file drivers/usb/* +p" quiet`, []string{`dyndbg="file drivers/usb/* +p"`, "quiet"}},
+		{`"acpi_osi=!Windows 2012" x`, []string{`"acpi_osi=!Windows 2012"`, "x"}},
+		{`a "b c`, []string{"a", `"b c`}},
+		// Repeats mean something (one hugepages= per hugepagesz=): kept.
+		{"hugepagesz=1G hugepages=4 hugepagesz=2M hugepages=4", []string{"hugepagesz=1G", "hugepages=4", "hugepagesz=2M", "hugepages=4"}},
+		// Only the space separates here; other whitespace is a control
+		// character and checkArg refuses it.
+		{"a\tb", []string{"a\tb"}},
+	}
+	for _, tt := range tests {
+		if got := splitKernelArguments(tt.in); !slices.Equal(got, tt.want) {
+			t.Errorf("splitKernelArguments(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestKernelArgumentsRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		spec *v1alpha1.MachineConfigSpec
+		want []string
+	}{
+		{name: "spec entries", spec: &v1alpha1.MachineConfigSpec{KernelArguments: []string{
+			"ok two", `a "b`, "tab\there", "nl\n", "", "   ", "nb\u00a0sp", `q="in quotes" ok`,
+		}}, want: []string{
+			`spec.kernelArguments[1]: Invalid value: "\"b": must close its double quote`,
+			`spec.kernelArguments[2]: Invalid value: "tab\there": must not contain control characters`,
+			`spec.kernelArguments[3]: Invalid value: "nl\n": must not contain control characters`,
+			`spec.kernelArguments[4]: Invalid value: "": must hold at least one argument`,
+			`spec.kernelArguments[5]: Invalid value: "   ": must hold at least one argument`,
+			`spec.kernelArguments[6]: Invalid value: "nb\u00a0sp": must not contain whitespace other than spaces outside double quotes`,
+		}},
+		// Ignition's shouldExist entries are one argument each, as
+		// Ignition passes them: no splitting.
+		{name: "ignition entries", spec: spec(ign35(`"kernelArguments":{"shouldExist":["ok","x y","dyndbg=\"a b\"","z\""]}`)),
+			want: []string{
+				`spec.config.kernelArguments.shouldExist[1]: Invalid value: "x y": must be one argument: spaces outside double quotes separate arguments`,
+				`spec.config.kernelArguments.shouldExist[3]: Invalid value: "z\"": must close its double quote`,
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := ValidateMachineConfigSpec(tt.spec, field.NewPath("spec"))
+			if len(errs) != len(tt.want) {
+				t.Fatalf("got %d errors, want %d: %v", len(errs), len(tt.want), errs)
+			}
+			for i, w := range tt.want {
+				if !strings.HasPrefix(errs[i].Error(), w) {
+					t.Errorf("error %d = %q, want it to start with %q", i, errs[i].Error(), w)
+				}
+			}
+		})
+	}
+
+	p, errs := buildPlan(&v1alpha1.MachineConfigSpec{
+		KernelArguments: []string{`a quiet dyndbg="x y"`},
+		Config:          spec(ign35(`"kernelArguments":{"shouldExist":["quiet","dyndbg=\"x y\"","b"]}`)).Config,
+	}, field.NewPath("spec"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if want := []string{"a", "quiet", `dyndbg="x y"`, "b"}; !slices.Equal(p.kargs, want) {
+		t.Errorf("kargs = %q, want %q: shouldExist adds only what the split entries do not have", p.kargs, want)
+	}
+}
+
+// FuzzSplitKernelArguments checks the splitter against its contract: every
+// argument is non-empty and has no space outside quotes, splitting the
+// arguments joined by one space gives them back, and without quotes it is
+// a split on spaces.
+func FuzzSplitKernelArguments(f *testing.F) {
+	for _, s := range []string{"", "a b", ` "x y" z`, `a "b`, "intel_iommu=on,sm_on modules_load=vfio-pci", "\"\"\" \"", "a\tb c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		args := splitKernelArguments(s)
+		for _, a := range args {
+			if a == "" {
+				t.Fatalf("%q: empty argument in %q", s, args)
+			}
+			in := false
+			for _, r := range a {
+				switch {
+				case r == '"':
+					in = !in
+				case r == ' ' && !in:
+					t.Fatalf("%q: argument %q has a space outside quotes", s, a)
+				}
+			}
+		}
+		if again := splitKernelArguments(strings.Join(args, " ")); !slices.Equal(again, args) {
+			t.Fatalf("%q: split %q, joined and split again %q", s, args, again)
+		}
+		if !strings.Contains(s, `"`) {
+			if want := strings.FieldsFunc(s, func(r rune) bool { return r == ' ' }); !slices.Equal(args, want) {
+				t.Fatalf("%q: split %q, want %q", s, args, want)
+			}
+		}
+	})
+}
