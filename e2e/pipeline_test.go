@@ -139,10 +139,9 @@ var _ = Describe("The build pipeline", Ordered, func() {
 	It("makes no new Job for the same inputs", SpecTimeout(2*time.Minute), func(ctx SpecContext) {
 		before := jobNames(ctx)
 		// Touch the MachineConfig without changing its content.
-		mc := &v1alpha1.MachineConfig{}
-		Expect(c.Get(ctx, client.ObjectKey{Name: "50-e2e"}, mc)).To(Succeed())
-		mc.Annotations = map[string]string{"e2e/touched": time.Now().String()}
-		Expect(c.Update(ctx, mc)).To(Succeed())
+		update(ctx, c, &v1alpha1.MachineConfig{ObjectMeta: metav1.ObjectMeta{Name: "50-e2e"}}, func(mc *v1alpha1.MachineConfig) {
+			mc.Annotations = map[string]string{"e2e/touched": time.Now().String()}
+		})
 		Consistently(func() []string { return jobNames(ctx) }).WithTimeout(10 * time.Second).Should(Equal(before))
 	})
 
@@ -151,8 +150,9 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		Expect(c.Get(ctx, client.ObjectKey{Name: "e2e"}, m)).To(Succeed())
 		current := m.Status.CurrentImagePullSpec
 		previous := m.Status.MachineOSBuild.Name
-		m.Spec.ContainerFile[0].Content = "RUN echo about to fail\nRUN exit 7"
-		Expect(c.Update(ctx, m)).To(Succeed())
+		update(ctx, c, m, func(m *v1alpha1.MachineOSConfig) {
+			m.Spec.ContainerFile[0].Content = "RUN echo about to fail\nRUN exit 7"
+		})
 
 		build := waitBuild(ctx, c, previous)
 		build = waitBuildCondition(ctx, c, build.Name, v1alpha1.BuildFailed)
@@ -167,17 +167,17 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		Expect(meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ConfigDegraded)).To(BeTrue())
 
 		By("going back to the first inputs, which reuses the first image")
-		m.Spec.ContainerFile[0].Content = "RUN echo layered > /usr/share/strata-e2e"
-		Expect(c.Update(ctx, m)).To(Succeed())
+		update(ctx, c, m, func(m *v1alpha1.MachineOSConfig) {
+			m.Spec.ContainerFile[0].Content = "RUN echo layered > /usr/share/strata-e2e"
+		})
 		waitCurrent(ctx, c, first)
 	})
 
 	It("adopts the running Job after the controller is killed mid-build", SpecTimeout(10*time.Minute), func(ctx SpecContext) {
 		previous := first.Name
-		mc := &v1alpha1.MachineConfig{}
-		Expect(c.Get(ctx, client.ObjectKey{Name: "50-e2e"}, mc)).To(Succeed())
-		mc.Spec = machineConfig("changed while the controller dies").Spec
-		Expect(c.Update(ctx, mc)).To(Succeed())
+		update(ctx, c, &v1alpha1.MachineConfig{ObjectMeta: metav1.ObjectMeta{Name: "50-e2e"}}, func(mc *v1alpha1.MachineConfig) {
+			mc.Spec = machineConfig("changed while the controller dies").Spec
+		})
 
 		build := waitBuild(ctx, c, previous)
 		waitJob(ctx, build.Name)

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -197,16 +198,14 @@ var _ = Describe("The rollout", Ordered, func() {
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 
-		pool := &v1alpha1.MachineConfigPool{}
-		Expect(c.Get(ctx, client.ObjectKey{Name: rolloutPool}, pool)).To(Succeed())
-		pool.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(2))
-		Expect(c.Update(ctx, pool)).To(Succeed())
+		update(ctx, c, &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: rolloutPool}}, func(p *v1alpha1.MachineConfigPool) {
+			p.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(2))
+		})
 		before := currentImage(ctx, c)
 		watcher.reset()
-		mc := &v1alpha1.MachineConfig{}
-		Expect(c.Get(ctx, client.ObjectKey{Name: rolloutMC}, mc)).To(Succeed())
-		mc.Spec = rolloutConfig("two").Spec
-		Expect(c.Update(ctx, mc)).To(Succeed())
+		update(ctx, c, &v1alpha1.MachineConfig{ObjectMeta: metav1.ObjectMeta{Name: rolloutMC}}, func(mc *v1alpha1.MachineConfig) {
+			mc.Spec = rolloutConfig("two").Spec
+		})
 		image := waitPoolImage(ctx, c, before)
 
 		By("the first node waits in its drain while the budget holds")
@@ -222,11 +221,9 @@ var _ = Describe("The rollout", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(8 * time.Second).Should(Succeed())
 
 		By("relaxing the budget lets the drain finish")
-		pdb := &policyv1.PodDisruptionBudget{}
-		Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "hold"}, pdb)).To(Succeed())
-		zero := intstr.FromInt32(0)
-		pdb.Spec.MinAvailable = &zero
-		Expect(c.Update(ctx, pdb)).To(Succeed())
+		update(ctx, c, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hold"}}, func(pdb *policyv1.PodDisruptionBudget) {
+			pdb.Spec.MinAvailable = ptr.To(intstr.FromInt32(0))
+		})
 
 		By("killing the controller mid-rollout and starting it again")
 		controller.kill()
@@ -251,10 +248,9 @@ var _ = Describe("The rollout", Ordered, func() {
 			reboots[n] = sims.Reboots(n)
 		}
 		before := currentImage(ctx, c)
-		mc := &v1alpha1.MachineConfig{}
-		Expect(c.Get(ctx, client.ObjectKey{Name: rolloutMC}, mc)).To(Succeed())
-		mc.Spec = rolloutConfig("three").Spec
-		Expect(c.Update(ctx, mc)).To(Succeed())
+		update(ctx, c, &v1alpha1.MachineConfig{ObjectMeta: metav1.ObjectMeta{Name: rolloutMC}}, func(mc *v1alpha1.MachineConfig) {
+			mc.Spec = rolloutConfig("three").Spec
+		})
 		image := waitPoolImage(ctx, c, before)
 
 		By("killing the first daemon once it has asked for its drain, and starting it again")
@@ -277,15 +273,13 @@ var _ = Describe("The rollout", Ordered, func() {
 	It("rolls a node back when its new image fails to boot, halts, and reports why", SpecTimeout(12*time.Minute), func(ctx SpecContext) {
 		By("pausing the pool while the image that will fail is built")
 		setPaused(ctx, c, true)
-		pool := &v1alpha1.MachineConfigPool{}
-		Expect(c.Get(ctx, client.ObjectKey{Name: rolloutPool}, pool)).To(Succeed())
-		pool.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(1))
-		Expect(c.Update(ctx, pool)).To(Succeed())
+		update(ctx, c, &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: rolloutPool}}, func(p *v1alpha1.MachineConfigPool) {
+			p.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+		})
 		before := currentImage(ctx, c)
-		mc := &v1alpha1.MachineConfig{}
-		Expect(c.Get(ctx, client.ObjectKey{Name: rolloutMC}, mc)).To(Succeed())
-		mc.Spec = rolloutConfig("broken").Spec
-		Expect(c.Update(ctx, mc)).To(Succeed())
+		update(ctx, c, &v1alpha1.MachineConfig{ObjectMeta: metav1.ObjectMeta{Name: rolloutMC}}, func(mc *v1alpha1.MachineConfig) {
+			mc.Spec = rolloutConfig("broken").Spec
+		})
 		bad := waitPoolImage(ctx, c, before)
 		for _, n := range nodes {
 			_, err := sims.Sim(ctx, n, "sim", "fail-boot", bad[strings.Index(bad, "@")+1:])
@@ -417,10 +411,22 @@ func getNode(ctx context.Context, c client.Client, name string) *corev1.Node {
 }
 
 func setPaused(ctx context.Context, c client.Client, paused bool) {
-	p := &v1alpha1.MachineConfigPool{}
-	Expect(c.Get(ctx, client.ObjectKey{Name: rolloutPool}, p)).To(Succeed())
-	p.Spec.Paused = paused
-	Expect(c.Update(ctx, p)).To(Succeed())
+	update(ctx, c, &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: rolloutPool}}, func(p *v1alpha1.MachineConfigPool) {
+		p.Spec.Paused = paused
+	})
+}
+
+// update changes obj's spec as a person's kubectl edit would: read, change,
+// write, and again on a conflict, since the controllers write the same
+// objects' status all the time.
+func update[T client.Object](ctx context.Context, c client.Client, obj T, change func(T)) {
+	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change(obj)
+		return c.Update(ctx, obj)
+	})).To(Succeed())
 }
 
 func waitPoolCondition(ctx context.Context, c client.Client, cond string, want metav1.ConditionStatus) {
