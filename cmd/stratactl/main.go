@@ -27,6 +27,7 @@ func main() {
 		},
 	})
 	root.AddCommand(newRenderCommand())
+	root.AddCommand(newStatusCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "stratactl:", err)
 		os.Exit(1)
