@@ -33,8 +33,10 @@ type MachineConfigPoolSpec struct {
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')",message="maxUnavailable must be an integer of at least 1 or a percentage from 1% to 100%"
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
-	// drainTimeout bounds how long the daemon drains a node before the
-	// update of that node fails. Defaults to 10m.
+	// drainTimeout bounds how long the rollout controller tries to drain a
+	// node (evictions a PodDisruptionBudget refuses are retried) before the
+	// node's update fails: it is left cordoned and Degraded, with the pods
+	// and budgets that held it in its reason. Defaults to 10m.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
@@ -48,8 +50,10 @@ type MachineConfigPoolSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	HealthCheckTimeout *metav1.Duration `json:"healthCheckTimeout,omitempty"`
 
-	// maxFailedNodes is how many nodes may fail their update before the
-	// rollout halts and no further node is taken. Defaults to 1.
+	// maxFailedNodes is how many nodes may fail their update to one image
+	// before the rollout of that image halts and no further node is taken.
+	// A newer image (a fix, or a rollback) starts a new rollout, failed
+	// nodes first. Defaults to 1.
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
