@@ -20,13 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
-	"github.com/strata-dev/strata/internal/scheme"
 )
 
 // The build pipeline end to end: the real strata-controller binary renders
@@ -49,12 +47,7 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		if kubeconfig == "" {
 			kubeconfig = filepath.Join("..", ".infra", "cluster", "kubeconfig")
 		}
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		Expect(err).NotTo(HaveOccurred())
-		s := scheme.New()
-		Expect(apiextensionsv1.AddToScheme(s)).To(Succeed())
-		c, err = client.New(cfg, client.Options{Scheme: s})
-		Expect(err).NotTo(HaveOccurred())
+		c = newClient(kubeconfig)
 
 		By("installing the CRDs")
 		installCRDs(ctx, c)

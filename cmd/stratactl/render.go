@@ -147,7 +147,7 @@ func (o *renderOptions) run(stdout io.Writer) error {
 		problems = append(problems, "no MachineConfig given")
 	} else if pool != "" {
 		selector, from, where := poolSelector(pool, pools)
-		selected, others, err = selectMachineConfigs(selector, mcs)
+		selected, others, err = machineconfig.Select(selector, mcs)
 		switch {
 		case err != nil:
 			problems = append(problems, fmt.Sprintf("%s: %v", where, err))

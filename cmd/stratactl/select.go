@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/machineconfig"
 )
 
 // roleSelector is the selector of a pool whose MachineConfigPool is not in
@@ -16,32 +16,6 @@ import (
 // role, as a pool is usually set up.
 func roleSelector(pool string) *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.RoleLabel: pool}}
-}
-
-// selectMachineConfigs splits all into the MachineConfigs a pool with
-// selector selects, in name order, and the others. It selects as the
-// render controller does (controllers/render selectSources): a nil
-// selector selects none, an empty one all; rendered MachineConfigs and
-// ones being deleted are never selected.
-func selectMachineConfigs(selector *metav1.LabelSelector, all []v1alpha1.MachineConfig) (selected, others []v1alpha1.MachineConfig, err error) {
-	sel := labels.Nothing()
-	if selector != nil {
-		if sel, err = metav1.LabelSelectorAsSelector(selector); err != nil {
-			return nil, nil, err
-		}
-	}
-	for _, mc := range all {
-		_, rendered := mc.Annotations[v1alpha1.GeneratedByControllerAnnotation]
-		if !rendered && mc.DeletionTimestamp.IsZero() && sel.Matches(labels.Set(mc.Labels)) {
-			selected = append(selected, mc)
-		} else {
-			others = append(others, mc)
-		}
-	}
-	byName := func(a, b v1alpha1.MachineConfig) int { return strings.Compare(a.Name, b.Name) }
-	slices.SortFunc(selected, byName)
-	slices.SortFunc(others, byName)
-	return selected, others, nil
 }
 
 // describeSelector says what a selector selects, for messages.
@@ -65,9 +39,8 @@ func describeUnselected(mcs []v1alpha1.MachineConfig, limit int) string {
 			break
 		}
 		why := "metadata.labels: none"
-		_, rendered := mc.Annotations[v1alpha1.GeneratedByControllerAnnotation]
 		switch {
-		case rendered:
+		case machineconfig.Rendered(&mc):
 			why = "rendered by the controller"
 		case !mc.DeletionTimestamp.IsZero():
 			why = "being deleted"

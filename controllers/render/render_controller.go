@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,8 +78,7 @@ func (r *Reconciler) allPools(ctx context.Context, _ client.Object) []reconcile.
 
 // isSource tells a MachineConfig written by a person from a rendered one.
 func isSource(obj client.Object) bool {
-	_, rendered := obj.GetAnnotations()[v1alpha1.GeneratedByControllerAnnotation]
-	return !rendered
+	return !machineconfig.Rendered(obj)
 }
 
 func nodeConfigChanged() predicate.Predicate {
@@ -161,14 +159,10 @@ func (r *Reconciler) selectSources(ctx context.Context, pool *v1alpha1.MachineCo
 	if err := r.Client.List(ctx, &all, client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return nil, fmt.Errorf("list MachineConfigs: %w", err)
 	}
-	sources := make([]v1alpha1.MachineConfig, 0, len(all.Items))
-	for _, mc := range all.Items {
-		if isSource(&mc) && mc.DeletionTimestamp.IsZero() {
-			sources = append(sources, mc)
-		}
-	}
-	slices.SortFunc(sources, func(a, b v1alpha1.MachineConfig) int { return strings.Compare(a.Name, b.Name) })
-	return sources, nil
+	// The list is narrowed by the cache's label index; Select applies the
+	// rest of the rule stratactl shares.
+	sources, _, err := machineconfig.Select(pool.Spec.MachineConfigSelector, all.Items)
+	return sources, err
 }
 
 // inputError is an error in what a person wrote; it becomes a condition,

@@ -1,24 +1,19 @@
 package bootcsim_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/strata-dev/strata/internal/bootcsim"
 	"github.com/strata-dev/strata/internal/testregistry"
@@ -43,45 +38,7 @@ func otherArch() string {
 // "/" makes a directory), with an image version label.
 func pushImage(t *testing.T, reg *testregistry.Registry, repoTag, version string, files map[string]string) testImage {
 	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	dirs := map[string]bool{}
-	var names []string
-	for name := range files {
-		names = append(names, name)
-		for d := path.Dir(strings.TrimSuffix(name, "/")); d != "."; d = path.Dir(d) {
-			dirs[d+"/"] = true
-		}
-	}
-	for d := range dirs {
-		if _, ok := files[d]; !ok {
-			names = append(names, d)
-		}
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		h := &tar.Header{Name: name, Mode: 0o644, ModTime: time.Unix(0, 0)}
-		data := files[name]
-		if strings.HasSuffix(name, "/") {
-			h.Typeflag, h.Mode = tar.TypeDir, 0o755
-		} else {
-			h.Typeflag, h.Size = tar.TypeReg, int64(len(data))
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.WriteString(tw, data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
+	layer := testregistry.FilesLayer(t, files)
 	img, err := mutate.AppendLayers(testregistry.Busybox(t), layer)
 	if err != nil {
 		t.Fatal(err)

@@ -4,8 +4,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,4 +104,44 @@ func (r *Registry) Push(t testing.TB, repoTag string, img v1.Image) string {
 		t.Fatal(err)
 	}
 	return ref.Context().Name() + "@" + d.String()
+}
+
+// FilesLayer is a layer of files (path → content; a path ending in "/" is
+// a directory, and missing parent directories are added), in path order,
+// with epoch times, modes 0644 and 0755 and root's ownership: the layer a
+// test adds on top of Busybox.
+func FilesLayer(t testing.TB, files map[string]string) v1.Layer {
+	t.Helper()
+	names := slices.Collect(maps.Keys(files))
+	for name := range files {
+		for d := path.Dir(strings.TrimSuffix(name, "/")); d != "."; d = path.Dir(d) {
+			if _, ok := files[d+"/"]; !ok && !slices.Contains(names, d+"/") {
+				names = append(names, d+"/")
+			}
+		}
+	}
+	slices.Sort(names)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, name := range names {
+		h := &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(files[name])), ModTime: time.Unix(0, 0)}
+		if strings.HasSuffix(name, "/") {
+			h.Typeflag, h.Mode, h.Size = tar.TypeDir, 0o755, 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(tw, files[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return layer
 }

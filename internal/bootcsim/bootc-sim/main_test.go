@@ -1,19 +1,15 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/strata-dev/strata/internal/bootcsim"
 	"github.com/strata-dev/strata/internal/testregistry"
@@ -125,24 +121,7 @@ func mustCLI(t *testing.T, args ...string) string {
 
 func pushImage(t *testing.T, reg *testregistry.Registry, repoTag string, files map[string]string) (ref, digest string) {
 	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for name, data := range files {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(data)), ModTime: time.Unix(0, 0)}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.WriteString(tw, data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
+	layer := testregistry.FilesLayer(t, files)
 	img, err := mutate.AppendLayers(testregistry.Busybox(t), layer)
 	if err != nil {
 		t.Fatal(err)

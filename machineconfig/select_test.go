@@ -1,4 +1,4 @@
-package main
+package machineconfig
 
 import (
 	"slices"
@@ -9,9 +9,9 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 )
 
-// selectMachineConfigs must select as the render controller's
-// selectSources does.
-func TestSelectMachineConfigs(t *testing.T) {
+// Select is the one selection rule of the render controller and
+// stratactl render.
+func TestSelect(t *testing.T) {
 	now := metav1.Now()
 	mc := func(name, role string, mutate ...func(*v1alpha1.MachineConfig)) v1alpha1.MachineConfig {
 		m := v1alpha1.MachineConfig{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -40,13 +40,13 @@ func TestSelectMachineConfigs(t *testing.T) {
 	}{
 		{"nil selects none", nil, nil},
 		{"empty selects all sources", &metav1.LabelSelector{}, []string{"10-worker", "20-infra", "30-none", "50-worker"}},
-		{"role label, in name order", roleSelector("worker"), []string{"10-worker", "50-worker"}},
+		{"role label, in name order", &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.RoleLabel: "worker"}}, []string{"10-worker", "50-worker"}},
 		{"expression", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: v1alpha1.RoleLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"worker", "infra"}},
 		}}, []string{"10-worker", "20-infra", "50-worker"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			selected, others, err := selectMachineConfigs(tc.selector, all)
+			selected, others, err := Select(tc.selector, all)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +62,7 @@ func TestSelectMachineConfigs(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := selectMachineConfigs(&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "x", Operator: "Near"}}}, all); err == nil {
+	if _, _, err := Select(&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "x", Operator: "Near"}}}, all); err == nil {
 		t.Error("a bad operator was accepted")
 	}
 }
