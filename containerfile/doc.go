@@ -52,6 +52,22 @@
 // steps come after the package steps, so that a unit an extension provides
 // can be enabled.
 //
+// # Two ways to build one image
+//
+// Result is the single-Job build: one Containerfile adds the configuration
+// layer, its RUN steps, the packages and then the MachineOSConfig's
+// content. Result.Stages is the same configuration as the ConfigLayer
+// strategy builds it: an admin stage (FROM the base, the kernel type, the
+// extensions and the MachineOSConfig's content; nil when that is the base
+// unchanged), whose input hash moves only with those, and the
+// configuration as one tar layer for the controller to append. The layer
+// is rootfs.tar plus the parent directories of its entries, 0755 and
+// root's unless the configuration declares them: a layer made outside a
+// build has no copy-up to supply them, and ostree needs them. What only a
+// RUN step can do (appends to base files, owners by name, enabling or
+// disabling units of the base image) cannot be a layer: Stages.NeedsJob
+// says what, and such a configuration is built by the single Job.
+//
 // # Decisions
 //
 //   - Users and groups: only `name` and `sshAuthorizedKeys` of a user are

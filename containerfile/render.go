@@ -83,6 +83,9 @@ type Result struct {
 	// image, or the admin's own RUN): such a build needs a builder that can
 	// run commands in the image, not just add a layer.
 	NeedsRun bool
+	// Stages is the same image as an admin stage and a configuration
+	// layer, for the ConfigLayer strategy.
+	Stages *Stages
 }
 
 // Render turns a rendered MachineConfig and a MachineOSConfig's
@@ -142,6 +145,11 @@ func Render(in Input) (*Result, error) {
 		appendNames = append(appendNames, names)
 	}
 
+	stages, err := renderStages(in, p, admin)
+	if err != nil {
+		return nil, err
+	}
+
 	_, digest, _ := strings.Cut(in.BaseImage, "@")
 	labels := map[string]string{
 		LabelRenderedConfig:  in.ConfigName,
@@ -183,5 +191,6 @@ func Render(in Input) (*Result, error) {
 		Labels:        labels,
 		InputHash:     sum,
 		NeedsRun:      needsRun,
+		Stages:        stages,
 	}, nil
 }

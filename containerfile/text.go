@@ -44,16 +44,9 @@ func containerfileBody(in Input, p *plan, hasRootfs bool, appendNames [][]string
 	var b strings.Builder
 	needsRun := false
 	run := func(mount string, cmds []string) {
-		if len(cmds) == 0 {
-			return
+		if writeRun(&b, mount, cmds) {
+			needsRun = true
 		}
-		needsRun = true
-		b.WriteString("RUN ")
-		if mount != "" {
-			b.WriteString(mount + " \\\n\t")
-		}
-		b.WriteString(strings.Join(cmds, " && \\\n\t"))
-		b.WriteString("\n")
 	}
 
 	fmt.Fprintf(&b, "# Rendered by Strata from %s for pool %s. Do not edit.\n", in.ConfigName, in.Pool)
@@ -90,31 +83,16 @@ func containerfileBody(in Input, p *plan, hasRootfs bool, appendNames [][]string
 	slices.Sort(chowns)
 	run("", chowns)
 
-	if k, ok := kernelSwap[p.kernelType]; ok {
-		run("", []string{k})
-	}
-	if len(p.extensions) > 0 {
-		run("", []string{"dnf -y install " + quoteAll(p.extensions), "dnf clean all"})
+	for _, step := range adminPackageSteps(p) {
+		run("", step)
 	}
 
 	// Units are enabled and disabled after the packages are in: a unit an
 	// extension provides (usbguard.service) only exists from then on.
-	var units []string
-	if len(p.enable) > 0 {
-		units = append(units, "systemctl enable "+quoteAll(p.enable))
-	}
-	if len(p.disable) > 0 {
-		units = append(units, "systemctl disable "+quoteAll(p.disable))
-	}
-	run("", units)
+	run("", unitSteps(p))
 
-	if admin != nil && strings.TrimSpace(admin.content) != "" {
-		fmt.Fprintf(&b, "# containerFile %s from the MachineOSConfig\n", admin.arch)
-		b.WriteString(admin.content)
-		if !strings.HasSuffix(admin.content, "\n") {
-			b.WriteString("\n")
-		}
-		needsRun = needsRun || admin.needsRun
+	if writeAdmin(&b, admin) {
+		needsRun = true
 	}
 
 	keys := make([]string, 0, len(labels))
@@ -134,4 +112,59 @@ func quoteAll(words []string) string {
 		q[i] = shellQuote(w)
 	}
 	return strings.Join(q, " ")
+}
+
+// adminPackageSteps are the RUN steps of the kernel type and extensions,
+// one command list each: the admin stage's, as they do not depend on the
+// configuration's files.
+func adminPackageSteps(p *plan) [][]string {
+	var steps [][]string
+	if k, ok := kernelSwap[p.kernelType]; ok {
+		steps = append(steps, []string{k})
+	}
+	if len(p.extensions) > 0 {
+		steps = append(steps, []string{"dnf -y install " + quoteAll(p.extensions), "dnf clean all"})
+	}
+	return steps
+}
+
+// unitSteps enables and disables the units only the image knows.
+func unitSteps(p *plan) []string {
+	var units []string
+	if len(p.enable) > 0 {
+		units = append(units, "systemctl enable "+quoteAll(p.enable))
+	}
+	if len(p.disable) > 0 {
+		units = append(units, "systemctl disable "+quoteAll(p.disable))
+	}
+	return units
+}
+
+// writeAdmin writes the MachineOSConfig's content, if any, and says
+// whether it runs commands.
+func writeAdmin(b *strings.Builder, admin *adminContent) bool {
+	if admin == nil || strings.TrimSpace(admin.content) == "" {
+		return false
+	}
+	fmt.Fprintf(b, "# containerFile %s from the MachineOSConfig\n", admin.arch)
+	b.WriteString(admin.content)
+	if !strings.HasSuffix(admin.content, "\n") {
+		b.WriteString("\n")
+	}
+	return admin.needsRun
+}
+
+// writeRun writes one RUN step of cmds, if there are any, and says whether
+// it wrote one.
+func writeRun(b *strings.Builder, mount string, cmds []string) bool {
+	if len(cmds) == 0 {
+		return false
+	}
+	b.WriteString("RUN ")
+	if mount != "" {
+		b.WriteString(mount + " \\\n\t")
+	}
+	b.WriteString(strings.Join(cmds, " && \\\n\t"))
+	b.WriteString("\n")
+	return true
 }

@@ -1,0 +1,131 @@
+package containerfile
+
+import (
+	"archive/tar"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// adminFormatVersion is part of the admin stage's input hash, for the
+// same reason as formatVersion.
+const adminFormatVersion = "strata.dev/containerfile/admin/v1"
+
+// Stages is the image the ConfigLayer strategy builds: an admin stage,
+// then the configuration as one layer on top. The stage depends only on
+// the base image, the kernel type, the extensions and the MachineOSConfig's
+// Containerfile content, so a configuration change reuses it and costs one
+// small layer.
+type Stages struct {
+	// Admin is the admin stage's build: a Containerfile FROM the base with
+	// the kernel type, the extensions and the MachineOSConfig's content, and
+	// its context; its InputHash covers exactly those. Nil when the stage
+	// would be the base image unchanged.
+	Admin *Result
+	// Layer is the configuration layer as an uncompressed tar: what the
+	// single-Job build ADDs as rootfs.tar, plus the parent directories of
+	// its entries (0755, root's, unless the configuration declares them),
+	// which an image's layer must carry for ostree to import it. Nil when
+	// the configuration adds nothing to the image.
+	Layer []byte
+	// NeedsJob says why the configuration itself takes a RUN step (an
+	// append to a file of the base image, an owner by name, a unit of the
+	// base image to enable or disable) and so cannot be a layer made
+	// without running the image; "" when it can.
+	NeedsJob string
+}
+
+// renderStages splits a validated plan into the admin stage and the
+// configuration layer.
+func renderStages(in Input, p *plan, admin *adminContent) (*Stages, error) {
+	st := &Stages{NeedsJob: needsJob(p)}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Admin stage rendered by Strata for pool %s. Do not edit.\n", in.Pool)
+	fmt.Fprintf(&b, "FROM %s\n", in.BaseImage)
+	needsRun := false
+	for _, step := range adminPackageSteps(p) {
+		needsRun = writeRun(&b, "", step) || needsRun
+	}
+	hasContent := admin != nil && strings.TrimSpace(admin.content) != ""
+	if hasContent {
+		needsRun = writeAdmin(&b, admin) || needsRun
+	}
+	if needsRun || hasContent {
+		body := []byte(b.String())
+		arch, _ := archOf(in.Arch)
+		h := sha256.New()
+		for _, part := range []string{adminFormatVersion, string(arch), string(body)} {
+			fmt.Fprintf(h, "%d:", len(part))
+			h.Write([]byte(part))
+		}
+		st.Admin = &Result{
+			Containerfile: body,
+			Context:       []ContextFile{{Name: ContainerfileName, Data: body}},
+			InputHash:     hex.EncodeToString(h.Sum(nil)),
+			NeedsRun:      needsRun,
+		}
+	}
+
+	layer, err := writeRootfs(withParents(p.entries))
+	if err != nil {
+		return nil, err
+	}
+	st.Layer = layer
+	return st, nil
+}
+
+// withParents returns entries plus a directory entry for every parent of
+// an entry that the configuration does not declare: 0755 and root's, as
+// Ignition creates missing parents and as base images have them.
+func withParents(entries map[string]*entry) map[string]*entry {
+	if len(entries) == 0 {
+		return nil
+	}
+	out := make(map[string]*entry, len(entries))
+	for p, e := range entries {
+		out[p] = e
+	}
+	for p := range entries {
+		for dir := path.Dir(p); dir != "/"; dir = path.Dir(dir) {
+			if _, ok := out[dir]; ok {
+				continue
+			}
+			out[dir] = &entry{path: dir, typeflag: tar.TypeDir, mode: 0o755}
+		}
+	}
+	return out
+}
+
+// needsJob names what in the configuration only a RUN step can do, or "".
+func needsJob(p *plan) string {
+	var why []string
+	for _, e := range p.edits {
+		why = append(why, "appends to "+e.path+", a file of the base image")
+	}
+	for _, c := range p.chowns {
+		owner := c.user
+		if c.group != "" {
+			owner += ":" + c.group
+		}
+		why = append(why, fmt.Sprintf("gives %s to %s by name, which only the image resolves", c.path, owner))
+	}
+	if len(p.enable) > 0 {
+		why = append(why, "enables "+strings.Join(p.enable, ", ")+", without their contents in the configuration")
+	}
+	if len(p.disable) > 0 {
+		why = append(why, "disables "+strings.Join(p.disable, ", "))
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	slices.Sort(why)
+	const show = 3
+	if len(why) > show {
+		why = append(why[:show], fmt.Sprintf("and %d more", len(why)-show))
+	}
+	return "the configuration " + strings.Join(why, "; ")
+}
