@@ -147,7 +147,7 @@ func TestBuild(t *testing.T) {
 			if fmt.Sprint(cf.History) != fmt.Sprint(wantHist) {
 				t.Errorf("history %+v, want %+v", cf.History, wantHist)
 			}
-			if !cf.Created.Time.Equal(time.Unix(0, 0)) {
+			if !cf.Created.Equal(time.Unix(0, 0)) {
 				t.Errorf("created %v, want the Unix epoch", cf.Created)
 			}
 			wantLabels := map[string]string{"base.label": "kept", "strata.dev/config": "rendered-worker-1", "strata.dev/pool": "worker"}
@@ -315,6 +315,19 @@ func TestErrors(t *testing.T) {
 				t.Errorf("the error shows a password: %v", err)
 			}
 		})
+	}
+}
+
+// TestCancelled: Build stops with its context.
+func TestCancelled(t *testing.T) {
+	reg := testregistry.Start(t, regPass)
+	base := reg.Push(t, "test/base:latest", testregistry.Busybox(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Build(ctx, request(base, reg.Host+"/test/cancelled:latest", testLayer(t, "x"), reg))
+	wantStage(t, err, StageBase, "context canceled")
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("errors.Is(%v, context.Canceled) = false", err)
 	}
 }
 

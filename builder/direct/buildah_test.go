@@ -24,7 +24,11 @@ func TestBuildahBuildsFromResult(t *testing.T) {
 	testhost.UseBuildah(t)
 	reg := testregistry.Start(t, regPass)
 	base := reg.Push(t, "test/busybox:latest", busybox)
-	res, err := Build(context.Background(), request(base, reg.Host+"/test/direct:config", testLayer(t, "buildah"), reg))
+	req := request(base, reg.Host+"/test/direct:config", testLayer(t, "buildah"), reg)
+	// A Docker v2 schema 2 manifest has no annotations field; buildah must
+	// still accept one that carries them.
+	req.Annotations = map[string]string{"org.opencontainers.image.description": "strata config"}
+	res, err := Build(context.Background(), req)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}

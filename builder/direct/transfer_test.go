@@ -99,6 +99,9 @@ func TestOtherRegistry(t *testing.T) {
 
 	rec := &recorder{}
 	req := request(base, dst.Host+"/test/copy:one", testLayer(t, "one"), src, dst)
+	// Each keychain knows its own registry only: the base's layers are
+	// read with the base's credentials, written with the target's.
+	req.BaseKeychain, req.PushKeychain = keychainOf(src), keychainOf(dst)
 	req.Transport = rec
 	var res *Result
 	alloc := allocated(func() { res, err = Build(context.Background(), req) })
