@@ -6,7 +6,7 @@ import (
 
 // BuildStep names the part of a build that failed, so that a person knows
 // where to look.
-// +kubebuilder:validation:Enum=Prepare;PullBase;Auth;Build;Push;Unknown
+// +kubebuilder:validation:Enum=Prepare;PullBase;Auth;Build;Layer;Push;Unknown
 type BuildStep string
 
 const (
@@ -18,6 +18,8 @@ const (
 	BuildStepAuth BuildStep = "Auth"
 	// BuildStepBuild: a Containerfile instruction failed.
 	BuildStepBuild BuildStep = "Build"
+	// BuildStepLayer: the configuration layer could not be made.
+	BuildStepLayer BuildStep = "Layer"
 	// BuildStepPush: the image could not be pushed.
 	BuildStepPush BuildStep = "Push"
 	// BuildStepUnknown: the builder ended without saying why.
@@ -76,8 +78,49 @@ type MachineOSBuilderReference struct {
 	Job *ObjectReference `json:"job,omitempty"`
 }
 
+// BuildStage names a stage of a build.
+// +kubebuilder:validation:Enum=AdminStage;ConfigLayer;Job
+type BuildStage string
+
+const (
+	// BuildStageAdmin makes the admin stage image (ConfigLayer strategy):
+	// a Job, or nothing when the registry has it already.
+	BuildStageAdmin BuildStage = "AdminStage"
+	// BuildStageConfigLayer makes the configuration layer and pushes the
+	// image (ConfigLayer strategy), in the controller.
+	BuildStageConfigLayer BuildStage = "ConfigLayer"
+	// BuildStageJob builds and pushes the whole image in one Job
+	// (SingleJob strategy).
+	BuildStageJob BuildStage = "Job"
+)
+
+// BuildStageStatus is what one stage of a build did and how long it took.
+type BuildStageStatus struct {
+	// name of the stage.
+	// +required
+	Name BuildStage `json:"name"`
+	// image the stage produced, by digest: the admin stage's image, or the
+	// built image.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image,omitempty"`
+	// reused is true when the stage's image was already in the registry
+	// (or is the base image itself) and nothing ran.
+	// +optional
+	Reused bool `json:"reused,omitempty"`
+	// startTime is when the stage started.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// duration is how long the stage took, once it ended.
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+}
+
 // BuildFailure says what failed in a build, in words a person can act on.
 type BuildFailure struct {
+	// stage is the stage that failed, when the build has stages.
+	// +optional
+	Stage BuildStage `json:"stage,omitempty"`
 	// step is the part of the build that failed.
 	// +required
 	Step BuildStep `json:"step"`
@@ -129,6 +172,25 @@ type MachineOSBuildStatus struct {
 	// failure says what failed, when the build failed.
 	// +optional
 	Failure *BuildFailure `json:"failure,omitempty"`
+
+	// strategy is how this build puts the image together: ConfigLayer or
+	// SingleJob (see MachineOSConfig spec.imageBuilder.strategy).
+	// +optional
+	Strategy BuildStrategy `json:"strategy,omitempty"`
+
+	// strategyReason says why a build of a ConfigLayer MachineOSConfig
+	// runs as SingleJob.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	StrategyReason string `json:"strategyReason,omitempty"`
+
+	// stages are the build's stages in order, with what each made and how
+	// long it took.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=4
+	Stages []BuildStageStatus `json:"stages,omitempty"`
 }
 
 // MachineOSBuild is one build of one set of inputs, named
@@ -143,6 +205,7 @@ type MachineOSBuildStatus struct {
 // +kubebuilder:printcolumn:name="Succeeded",type=string,JSONPath=`.status.conditions[?(@.type=="Succeeded")].status`
 // +kubebuilder:printcolumn:name="Interrupted",type=string,JSONPath=`.status.conditions[?(@.type=="Interrupted")].status`
 // +kubebuilder:printcolumn:name="Failed",type=string,JSONPath=`.status.conditions[?(@.type=="Failed")].status`
+// +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.status.strategy`,priority=1
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.digestedImagePushSpec`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type MachineOSBuild struct {

@@ -27,15 +27,55 @@ const (
 	ContainerfileArchNoArch ContainerfileArch = "NoArch"
 )
 
+// BuildStrategy says how a layered pool's image is put together.
+// +kubebuilder:validation:Enum=ConfigLayer;SingleJob
+type BuildStrategy string
+
+const (
+	// ConfigLayerStrategy builds the admin stage in a Job only when its own
+	// inputs change and adds the configuration on top as one layer, made
+	// and pushed by the controller.
+	ConfigLayerStrategy BuildStrategy = "ConfigLayer"
+	// SingleJobStrategy builds the whole image in one Job.
+	SingleJobStrategy BuildStrategy = "SingleJob"
+)
+
 // MachineOSImageBuilder says how images are built.
 type MachineOSImageBuilder struct {
 	// imageBuilderType is the build mechanism. Only Job is supported.
 	// +required
 	ImageBuilderType ImageBuilderType `json:"imageBuilderType"`
+
+	// strategy is how the image is put together.
+	//
+	// ConfigLayer (the default): the admin stage, which is the base image
+	// with the pool's kernel type and extensions and this MachineOSConfig's
+	// containerFile content, is built by a Job only when those change, and
+	// kept in the registry. The pool's configuration (files, units, kernel
+	// arguments) is then added on top as one layer by the controller, which
+	// uploads only that layer, the image config and the manifest: a
+	// configuration change reaches the registry in about a second whatever
+	// the size of the base. The one difference users see: containerFile RUN
+	// steps run on the base image and do not see the configuration's files,
+	// which are applied after them; in exchange a configuration change never
+	// runs them again.
+	//
+	// SingleJob: one Job builds everything, the configuration first and the
+	// containerFile content on top, so RUN steps see the configuration's
+	// files; every configuration change runs them again.
+	//
+	// A configuration that needs a RUN step of its own (an append to a file
+	// of the base image, an owner given by name, a unit of the base image to
+	// enable or disable) is built as SingleJob whatever this says; the
+	// MachineOSBuild's status.strategyReason says why.
+	// +optional
+	// +kubebuilder:default=ConfigLayer
+	Strategy BuildStrategy `json:"strategy,omitempty"`
 }
 
-// MachineOSContainerfile is Containerfile content added after the rendered
-// configuration.
+// MachineOSContainerfile is Containerfile content added to the image: on
+// the base image in the ConfigLayer strategy, after the rendered
+// configuration in SingleJob.
 type MachineOSContainerfile struct {
 	// containerfileArch is the architecture the content applies to:
 	// ARM64, AMD64, PPC64LE, S390X, or NoArch for every architecture without
@@ -44,8 +84,9 @@ type MachineOSContainerfile struct {
 	// +kubebuilder:default=NoArch
 	ContainerfileArch ContainerfileArch `json:"containerfileArch,omitempty"`
 
-	// content is Containerfile instructions, without a FROM line of the
-	// final stage: they run on top of the rendered configuration.
+	// content is Containerfile instructions, without a FROM line: they run
+	// on the base image (strategy ConfigLayer) or on top of the rendered
+	// configuration (SingleJob).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=65536
@@ -96,8 +137,8 @@ type MachineOSConfigSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^((localhost|[a-zA-Z0-9-]+([.][a-zA-Z0-9-]+)+)(:[0-9]{1,5})?|[a-zA-Z0-9-]+:[0-9]{1,5})/[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*:[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127}$')",message="renderedImagePushSpec must be registry/repository:tag with a registry host and a tag"
 	RenderedImagePushSpec string `json:"renderedImagePushSpec"`
 
-	// containerFile is Containerfile content added to the image after the
-	// rendered configuration, at most one entry per architecture.
+	// containerFile is Containerfile content added to the image, at most
+	// one entry per architecture; see imageBuilder.strategy for where.
 	// +optional
 	// +listType=map
 	// +listMapKey=containerfileArch
