@@ -139,6 +139,7 @@ type scope struct {
 	// waiting says what the build waits for (a rendered config).
 	waiting string
 	pushKC  authn.Keychain
+	baseKC  authn.Keychain
 }
 
 type problem struct {

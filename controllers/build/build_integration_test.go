@@ -150,13 +150,15 @@ func (f *fixture) setRendered(version string) {
 	}
 }
 
+// mosc creates the fixture's MachineOSConfig. It builds with SingleJob,
+// whose Job these tests play; layer_integration_test.go tests ConfigLayer.
 func (f *fixture) mosc(mutate ...func(*v1alpha1.MachineOSConfig)) {
 	f.t.Helper()
 	m := &v1alpha1.MachineOSConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: f.name},
 		Spec: v1alpha1.MachineOSConfigSpec{
 			MachineConfigPool:       v1alpha1.LocalObjectReference{Name: f.name},
-			ImageBuilder:            v1alpha1.MachineOSImageBuilder{ImageBuilderType: v1alpha1.JobBuilder},
+			ImageBuilder:            v1alpha1.MachineOSImageBuilder{ImageBuilderType: v1alpha1.JobBuilder, Strategy: v1alpha1.SingleJobStrategy},
 			BaseImagePullSpec:       f.base,
 			BaseImagePullSecret:     &v1alpha1.SecretReference{Name: f.name + "-pull"},
 			RenderedImagePushSecret: v1alpha1.SecretReference{Name: f.name + "-push"},

@@ -49,6 +49,7 @@ func (r *Reconciler) gatherInputs(ctx context.Context, s *scope) (*inputs, error
 	if err != nil || s.problem != nil {
 		return nil, err
 	}
+	s.baseKC = baseKC
 	pushRef := mosc.Spec.RenderedImagePushSecret
 	if s.pushKC, err = r.keychain(ctx, s, "spec.renderedImagePushSecret", &pushRef); err != nil || s.problem != nil {
 		return nil, err

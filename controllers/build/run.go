@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,49 +15,103 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
+	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/internal/history"
 	"github.com/strata-dev/strata/internal/status"
 )
 
-// runBuild makes sure the build's ConfigMap and Job exist (adopting them
-// after a restart) and copies the Job's progress into the build's status.
+// runBuild drives a build that is not finished yet with the strategy its
+// inputs allow, and copies its progress into the build's status.
 func (r *Reconciler) runBuild(ctx context.Context, s *scope, in *inputs) error {
+	b := s.build
+	before := b.DeepCopy()
+	b.Status.Strategy, b.Status.StrategyReason = strategyOf(s.mosc, in.result)
+	if b.Status.Strategy == v1alpha1.ConfigLayerStrategy {
+		return r.runConfigLayer(ctx, s, in, before)
+	}
+	return r.runSingleJob(ctx, s, in, before)
+}
+
+// strategyOf is the strategy a build of res runs with, and why it is not
+// the one the MachineOSConfig asks for.
+func strategyOf(mosc *v1alpha1.MachineOSConfig, res *containerfile.Result) (v1alpha1.BuildStrategy, string) {
+	if mosc.Spec.ImageBuilder.Strategy == v1alpha1.SingleJobStrategy {
+		return v1alpha1.SingleJobStrategy, ""
+	}
+	// An empty strategy is the default, ConfigLayer (an object written
+	// before the field existed).
+	if why := res.Stages.NeedsJob; why != "" {
+		return v1alpha1.SingleJobStrategy, status.Truncate(why+": built in one Job", 1024)
+	}
+	return v1alpha1.ConfigLayerStrategy, ""
+}
+
+// runSingleJob builds the whole image in one Job.
+func (r *Reconciler) runSingleJob(ctx context.Context, s *scope, in *inputs, before *v1alpha1.MachineOSBuild) error {
+	b := s.build
+	st, jobName, err := r.driveJob(ctx, s, in.result, b.Spec.RenderedImagePushSpec)
+	if err != nil {
+		return err
+	}
+	stage := stageStatus(b, v1alpha1.BuildStageJob)
+	stage.StartTime = st.StartTime
+	switch st.Phase {
+	case job.PhaseSucceeded:
+		image := repository(b.Spec.RenderedImagePushSpec) + "@" + st.Digest
+		stage.Image = image
+		endStage(stage)
+		return r.finish(ctx, s, before, stateSucceeded, nil, image)
+	case job.PhaseFailed:
+		endStage(stage)
+		return r.finish(ctx, s, before, stateFailed, st.Failure, "")
+	case job.PhaseRunning:
+		setBuildConditions(b, stateBuilding, "Job "+jobName+" is building")
+	default:
+		setBuildConditions(b, statePrepared, "Job "+jobName+" is waiting for its pod")
+	}
+	r.eventBuilding(before, b, jobName)
+	return status.Patch(ctx, r.Client, before, b)
+}
+
+// driveJob makes sure the Job that builds res and pushes it to pushSpec
+// exists, with its ConfigMap (adopting both after a restart), and returns
+// its progress. Inputs that cannot be delivered to a builder (a context
+// too large for a ConfigMap) are a failed status: retrying cannot help.
+func (r *Reconciler) driveJob(ctx context.Context, s *scope, res *containerfile.Result, pushSpec string) (job.Status, string, error) {
 	b := s.build
 	req := job.Request{
 		Build:      b,
-		Result:     in.result,
+		Result:     res,
 		PushSecret: s.mosc.Spec.RenderedImagePushSecret.Name,
-		PushSpec:   b.Spec.RenderedImagePushSpec,
+		PushSpec:   pushSpec,
 	}
 	if ref := s.mosc.Spec.BaseImagePullSecret; ref != nil {
 		req.BaseImagePullSecret = ref.Name
 	}
 	cm, jb, err := job.Objects(r.Config.jobConfig(), req)
 	if err != nil {
-		// The inputs cannot be delivered to a builder (a context too
-		// large for a ConfigMap): retrying will not help.
-		return r.finish(ctx, s, stateFailed, &v1alpha1.BuildFailure{Step: v1alpha1.BuildStepPrepare, Message: err.Error()}, "")
+		return job.Status{Phase: job.PhaseFailed, Failure: &v1alpha1.BuildFailure{Step: v1alpha1.BuildStepPrepare, Message: err.Error()}}, "", nil
 	}
 	for _, labels := range []map[string]string{cm.Labels, jb.Labels, jb.Spec.Template.Labels} {
 		labels[v1alpha1.MachineOSConfigLabel] = s.mosc.Name
 	}
 	if err := r.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+		return job.Status{}, "", fmt.Errorf("create ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	if err := r.Client.Create(ctx, jb); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create Job %s/%s: %w", jb.Namespace, jb.Name, err)
+			return job.Status{}, "", fmt.Errorf("create Job %s/%s: %w", jb.Namespace, jb.Name, err)
 		}
 		// Made before a restart: adopt it.
 		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(jb), jb); err != nil {
-			return err
+			return job.Status{}, "", err
 		}
 	} else {
 		r.Recorder.Eventf(b, jb, corev1.EventTypeNormal, "JobCreated", "Build", "Created Job %s/%s", jb.Namespace, jb.Name)
 	}
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(r.Config.Namespace), client.MatchingLabels(job.PodLabels(b.Name))); err != nil {
-		return fmt.Errorf("list pods of Job %s: %w", jb.Name, err)
+		return job.Status{}, "", fmt.Errorf("list pods of Job %s: %w", jb.Name, err)
 	}
 	// Only this Job's pods: a Job of the same name deleted a moment ago
 	// (a rebuild) may still have pods with the same labels.
@@ -67,8 +122,6 @@ func (r *Reconciler) runBuild(ctx context.Context, s *scope, in *inputs) error {
 		}
 	}
 	st := job.Interpret(jb, own)
-
-	before := b.DeepCopy()
 	b.Status.Builder = &v1alpha1.MachineOSBuilderReference{
 		ImageBuilderType: v1alpha1.JobBuilder,
 		Job:              &v1alpha1.ObjectReference{Group: batchv1.GroupName, Resource: "jobs", Namespace: jb.Namespace, Name: jb.Name},
@@ -76,28 +129,55 @@ func (r *Reconciler) runBuild(ctx context.Context, s *scope, in *inputs) error {
 	if st.StartTime != nil && b.Status.BuildStart == nil {
 		b.Status.BuildStart = st.StartTime
 	}
-	switch st.Phase {
-	case job.PhaseSucceeded:
-		return r.finish(ctx, s, stateSucceeded, nil, repository(b.Spec.RenderedImagePushSpec)+"@"+st.Digest)
-	case job.PhaseFailed:
-		return r.finish(ctx, s, stateFailed, st.Failure, "")
-	case job.PhaseRunning:
-		setBuildConditions(b, stateBuilding, "Job "+jb.Name+" is building")
-	default:
-		setBuildConditions(b, statePrepared, "Job "+jb.Name+" is waiting for its pod")
-	}
-	if isTrue(b, v1alpha1.BuildBuilding) && !isTrue(before, v1alpha1.BuildBuilding) {
-		r.Recorder.Eventf(b, jb, corev1.EventTypeNormal, v1alpha1.BuildBuilding, "Build", "Building in Job %s/%s", jb.Namespace, jb.Name)
-	}
-	return status.Patch(ctx, r.Client, before, b)
+	return st, jb.Name, nil
 }
 
-// finish moves the build to a terminal state, with an event and metrics.
-func (r *Reconciler) finish(ctx context.Context, s *scope, state buildState, failure *v1alpha1.BuildFailure, image string) error {
+// eventBuilding says once that a build's Job started building.
+func (r *Reconciler) eventBuilding(before, b *v1alpha1.MachineOSBuild, jobName string) {
+	if isTrue(b, v1alpha1.BuildBuilding) && !isTrue(before, v1alpha1.BuildBuilding) {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, v1alpha1.BuildBuilding, "Build", "Building in Job %s/%s", r.Config.Namespace, jobName)
+	}
+}
+
+// findStage returns the build's status entry of a stage, or nil.
+func findStage(b *v1alpha1.MachineOSBuild, name v1alpha1.BuildStage) *v1alpha1.BuildStageStatus {
+	for i := range b.Status.Stages {
+		if b.Status.Stages[i].Name == name {
+			return &b.Status.Stages[i]
+		}
+	}
+	return nil
+}
+
+// stageStatus returns the build's status entry of a stage, adding it.
+func stageStatus(b *v1alpha1.MachineOSBuild, name v1alpha1.BuildStage) *v1alpha1.BuildStageStatus {
+	if st := findStage(b, name); st != nil {
+		return st
+	}
+	b.Status.Stages = append(b.Status.Stages, v1alpha1.BuildStageStatus{Name: name})
+	return &b.Status.Stages[len(b.Status.Stages)-1]
+}
+
+// endStage records a stage's duration, from its start until now.
+func endStage(st *v1alpha1.BuildStageStatus) {
+	if st.StartTime == nil {
+		now := metav1.Now()
+		st.StartTime = &now
+	}
+	if st.Duration == nil {
+		st.Duration = &metav1.Duration{Duration: time.Since(st.StartTime.Time).Round(time.Millisecond)}
+	}
+}
+
+// finish moves the build to a terminal state, with an event and metrics;
+// the status is patched against before.
+func (r *Reconciler) finish(ctx context.Context, s *scope, before *v1alpha1.MachineOSBuild, state buildState, failure *v1alpha1.BuildFailure, image string) error {
 	b := s.build
-	before := b.DeepCopy()
 	now := metav1.Now()
 	b.Status.BuildEnd = &now
+	if b.Status.BuildStart == nil {
+		b.Status.BuildStart = &now
+	}
 	var msg string
 	switch state {
 	case stateSucceeded:
@@ -120,6 +200,9 @@ func failureMessage(f *v1alpha1.BuildFailure) string {
 		return "the build failed without saying why"
 	}
 	msg := fmt.Sprintf("%s failed: %s", f.Step, f.Message)
+	if f.Stage != "" {
+		msg = fmt.Sprintf("%s stage: %s", f.Stage, msg)
+	}
 	if tail := strings.TrimSpace(f.LogTail); tail != "" {
 		lines := strings.Split(tail, "\n")
 		msg += "\nLast lines of the build log:\n" + strings.Join(lines[max(0, len(lines)-10):], "\n")
@@ -177,8 +260,9 @@ func (r *Reconciler) deleteBuild(ctx context.Context, b *v1alpha1.MachineOSBuild
 }
 
 // collectGarbage deletes finished builds beyond the history, newest kept,
-// with their images; never the current build, nor one whose image the
-// MachineOSConfig or any node names as current or desired.
+// with their images and the admin stages no remaining build was made on;
+// never the current build, nor one whose image the MachineOSConfig or any
+// node names as current or desired.
 func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 	builds, err := r.buildsOf(ctx, s.mosc.Name)
 	if err != nil {
@@ -200,9 +284,30 @@ func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 		return nil
 	}
 	slices.SortFunc(old, func(a, b v1alpha1.MachineOSBuild) int { return history.NewestFirst(&a, &b) })
+	gone := map[string]bool{}
+	for i := r.Config.History; i < len(old); i++ {
+		gone[old[i].Name] = true
+	}
+	// An admin stage is kept while any remaining build was made on it.
+	keptAdmin := map[string]bool{}
+	for i := range builds {
+		if st := findStage(&builds[i], v1alpha1.BuildStageAdmin); !gone[builds[i].Name] && st != nil && st.Image != "" {
+			keptAdmin[st.Image] = true
+		}
+	}
+	ownRepo := repository(s.mosc.Spec.RenderedImagePushSpec) + "@"
 	for i := r.Config.History; i < len(old); i++ {
 		b := &old[i]
-		if image := b.Status.DigestedImagePushSpec; image != "" {
+		images := []string{b.Status.DigestedImagePushSpec}
+		// Only an admin stage this MachineOSConfig pushed: never the base.
+		if st := findStage(b, v1alpha1.BuildStageAdmin); st != nil && strings.HasPrefix(st.Image, ownRepo) && st.Image != b.Status.BaseImagePullSpec && !keptAdmin[st.Image] {
+			images = append(images, st.Image)
+			keptAdmin[st.Image] = true // delete it once
+		}
+		for _, image := range images {
+			if image == "" {
+				continue
+			}
 			if err := r.Registry.Delete(ctx, image, s.pushKC); err != nil {
 				// The build goes anyway; a registry that refuses deletes
 				// keeps the image, which is safe.

@@ -123,6 +123,26 @@ func (c Client) Resolve(ctx context.Context, ref string, kc authn.Keychain) (str
 	return r.Context().Name() + "@" + desc.Digest.String(), nil
 }
 
+// Lookup returns ref (a tag or a digest) as repository@sha256:digest, or ""
+// when the registry does not have it.
+func (c Client) Lookup(ctx context.Context, ref string, kc authn.Keychain) (string, error) {
+	r, err := c.ParseReference(ref)
+	if err != nil {
+		return "", fmt.Errorf("parse image reference %q: %w", ref, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	desc, err := remote.Head(r, options(ctx, kc)...)
+	var terr *transport.Error
+	if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("look up %s: %w", ref, Explain(err))
+	}
+	return r.Context().Name() + "@" + desc.Digest.String(), nil
+}
+
 // Exists reports whether a digested image is still in its registry.
 func (c Client) Exists(ctx context.Context, digested string, kc authn.Keychain) (bool, error) {
 	r, err := c.ParseReference(digested)

@@ -1,0 +1,206 @@
+package build
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/builder/direct"
+	"github.com/strata-dev/strata/builder/job"
+	"github.com/strata-dev/strata/internal/registry"
+	"github.com/strata-dev/strata/internal/status"
+)
+
+// layerTimeout bounds making and pushing the configuration layer. It is
+// about a second when the base's layers are in the target registry; the
+// first build on a base from another registry copies them once.
+const layerTimeout = 15 * time.Minute
+
+// runConfigLayer builds with the ConfigLayer strategy: the admin stage
+// (found in the registry, or built by a Job, or the base itself), then the
+// configuration layer on top, made and pushed here.
+func (r *Reconciler) runConfigLayer(ctx context.Context, s *scope, in *inputs, before *v1alpha1.MachineOSBuild) error {
+	b := s.build
+	admin := stageStatus(b, v1alpha1.BuildStageAdmin)
+	if admin.Image == "" || admin.Duration == nil {
+		done, err := r.adminStage(ctx, s, in, admin, before)
+		if err != nil || !done {
+			return err
+		}
+	}
+	if b.Status.BuildStart == nil {
+		now := metav1.Now()
+		b.Status.BuildStart = &now
+	}
+
+	adminKC := s.pushKC
+	if admin.Image == in.base {
+		adminKC = s.baseKC
+	}
+	layer := in.result.Stages.Layer
+	if layer == nil {
+		// The configuration adds nothing to the image (only /var-bound
+		// items): an empty layer keeps one shape for every build.
+		layer = emptyTar()
+	}
+	st := stageStatus(b, v1alpha1.BuildStageConfigLayer)
+	now := metav1.Now()
+	st.StartTime = &now
+	lctx, cancel := context.WithTimeout(ctx, layerTimeout)
+	defer cancel()
+	res, err := direct.Build(lctx, direct.Request{
+		Base:         admin.Image,
+		BaseKeychain: adminKC,
+		Platform:     platform(r.Config.Arch),
+		Layer:        layer,
+		Labels:       in.result.Labels,
+		CreatedBy:    "strata: configuration of " + in.rendered.Name,
+		Target:       b.Spec.RenderedImagePushSpec,
+		PushKeychain: s.pushKC,
+		Insecure:     r.Registry.Insecure,
+	})
+	if err != nil {
+		failure, permanent := layerFailure(err)
+		if !permanent {
+			// A registry that did not answer may next time: say so and
+			// retry with the controller's backoff.
+			setBuildConditions(b, stateBuilding, "Adding the configuration layer failed, retrying: "+failure.Message)
+			if perr := status.Patch(ctx, r.Client, before, b); perr != nil {
+				return perr
+			}
+			return fmt.Errorf("build %s: %s", b.Name, failure.Message)
+		}
+		endStage(st)
+		return r.finish(ctx, s, before, stateFailed, failure, "")
+	}
+	st.Image = res.Image
+	st.Duration = &metav1.Duration{Duration: (res.LayerTime + res.PushTime).Round(time.Millisecond)}
+	return r.finish(ctx, s, before, stateSucceeded, nil, res.Image)
+}
+
+// adminStage finds or builds the admin stage image and records it in the
+// stage's status; it says whether the stage is done. A stage that is still
+// building has its progress patched into the build's status.
+func (r *Reconciler) adminStage(ctx context.Context, s *scope, in *inputs, admin *v1alpha1.BuildStageStatus, before *v1alpha1.MachineOSBuild) (bool, error) {
+	b := s.build
+	stage := in.result.Stages.Admin
+	if stage == nil {
+		// No kernel type, extensions or Containerfile content: the admin
+		// stage is the base image.
+		reuse(admin, in.base)
+		return true, nil
+	}
+	tag := adminTag(s.mosc, stage.InputHash, r.Config.BuilderImage)
+	if admin.StartTime == nil {
+		// Built before, by this or another build of the same admin inputs?
+		found, err := r.Registry.Lookup(ctx, tag, s.pushKC)
+		if err != nil {
+			return false, err
+		}
+		if found != "" {
+			reuse(admin, found)
+			return true, nil
+		}
+	}
+	st, jobName, err := r.driveJob(ctx, s, stage, tag)
+	if err != nil {
+		return false, err
+	}
+	if admin.StartTime == nil {
+		// Set as the Job is made, so that later reconciles do not mistake
+		// the image the Job pushes for one found in the registry.
+		admin.StartTime = st.StartTime
+		if admin.StartTime == nil {
+			now := metav1.Now()
+			admin.StartTime = &now
+		}
+	}
+	switch st.Phase {
+	case job.PhaseSucceeded:
+		admin.Image = repository(tag) + "@" + st.Digest
+		endStage(admin)
+		return true, nil
+	case job.PhaseFailed:
+		endStage(admin)
+		failure := st.Failure
+		failure.Stage = v1alpha1.BuildStageAdmin
+		return false, r.finish(ctx, s, before, stateFailed, failure, "")
+	case job.PhaseRunning:
+		setBuildConditions(b, stateBuilding, "Job "+jobName+" is building the admin stage "+tag)
+	default:
+		setBuildConditions(b, statePrepared, "Job "+jobName+" is waiting for its pod to build the admin stage "+tag)
+	}
+	r.eventBuilding(before, b, jobName)
+	return false, status.Patch(ctx, r.Client, before, b)
+}
+
+// reuse records an admin stage that needed no build.
+func reuse(admin *v1alpha1.BuildStageStatus, image string) {
+	now := metav1.Now()
+	admin.Image, admin.Reused = image, true
+	admin.StartTime, admin.Duration = &now, &metav1.Duration{}
+}
+
+// adminTag is where an admin stage is kept: the MachineOSConfig's
+// repository, tagged with a hash of the stage's inputs and the builder
+// image, so that any build of the same admin inputs finds it.
+func adminTag(mosc *v1alpha1.MachineOSConfig, stageHash, builderImage string) string {
+	h := sha256.New()
+	for _, part := range []string{stageHash, builderImage} {
+		fmt.Fprintf(h, "%d:%s", len(part), part)
+	}
+	return repository(mosc.Spec.RenderedImagePushSpec) + ":admin-" + hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// layerFailure turns a direct build's error into the build's failure, and
+// says whether retrying cannot help: refused credentials, a base that is
+// not there, a layer that cannot be made.
+func layerFailure(err error) (*v1alpha1.BuildFailure, bool) {
+	f := &v1alpha1.BuildFailure{Stage: v1alpha1.BuildStageConfigLayer, Step: v1alpha1.BuildStepPush, Message: registry.Explain(err).Error()}
+	var se *direct.StageError
+	if errors.As(err, &se) {
+		switch se.Stage {
+		case direct.StageBase:
+			f.Step = v1alpha1.BuildStepPullBase
+		case direct.StageLayer:
+			f.Step = v1alpha1.BuildStepLayer
+		}
+	}
+	if registry.IsUnauthorized(err) {
+		f.Step = v1alpha1.BuildStepAuth
+		return f, true
+	}
+	var terr *transport.Error
+	notFound := errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound
+	return f, f.Step == v1alpha1.BuildStepLayer || notFound
+}
+
+// platform is the image platform of the nodes' architecture, in Go's or
+// the kernel's spelling.
+func platform(arch string) v1.Platform {
+	switch arch {
+	case "x86_64":
+		arch = "amd64"
+	case "aarch64":
+		arch = "arm64"
+	}
+	return v1.Platform{OS: "linux", Architecture: arch}
+}
+
+// emptyTar is a tar with no entries.
+func emptyTar() []byte {
+	var buf bytes.Buffer
+	_ = tar.NewWriter(&buf).Close() // writing to a buffer cannot fail
+	return buf.Bytes()
+}

@@ -1,0 +1,273 @@
+package build
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/builder/job"
+	"github.com/strata-dev/strata/containerfile"
+)
+
+// configLayer makes the fixture's MachineOSConfig build with the default
+// strategy.
+func configLayer(m *v1alpha1.MachineOSConfig) { m.Spec.ImageBuilder.Strategy = "" }
+
+// noContainerfile leaves the admin stage empty: it is the base itself.
+func noContainerfile(m *v1alpha1.MachineOSConfig) { m.Spec.ContainerFile = nil }
+
+// waitNewBuild waits for the MachineOSConfig's current build to differ
+// from not, and returns it.
+func waitNewBuild(t *testing.T, mosc string, not ...string) *v1alpha1.MachineOSBuild {
+	t.Helper()
+	var b *v1alpha1.MachineOSBuild
+	eventually(t, "a new build of "+mosc, func() error {
+		m := getMOSC(t, mosc)
+		if m.Status.MachineOSBuild == nil {
+			return fmt.Errorf("no build yet (conditions %+v)", m.Status.Conditions)
+		}
+		for _, n := range not {
+			if m.Status.MachineOSBuild.Name == n {
+				return errors.New("still build " + n)
+			}
+		}
+		var err error
+		b, err = getBuild(m.Status.MachineOSBuild.Name)
+		return err
+	})
+	return b
+}
+
+// topLayerFile reads one file of an image's top layer.
+func (f *fixture) topLayerFile(image, path string) string {
+	f.t.Helper()
+	ref, err := name.ParseReference(image, name.Insecure)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	img, err := remote.Image(ref, remote.WithAuth(f.reg.Auth()))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	rc, err := layers[len(layers)-1].Uncompressed()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			f.t.Fatalf("%s not in the top layer of %s: %v", path, image, err)
+		}
+		if h.Name == strings.TrimPrefix(path, "/") {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			return string(b)
+		}
+	}
+}
+
+func (f *fixture) layers(image string) []v1.Hash {
+	f.t.Helper()
+	ref, err := name.ParseReference(image, name.Insecure)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	img, err := remote.Image(ref, remote.WithAuth(f.reg.Auth()))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var out []v1.Hash
+	for _, l := range m.Layers {
+		out = append(out, l.Digest)
+	}
+	return out
+}
+
+// Without Containerfile content the admin stage is the base: a build, and
+// a configuration change, run no Job at all.
+func TestConfigLayerOnTheBase(t *testing.T) {
+	f := newFixture(t, "layer-base")
+	startController(t, f.reg, 0)
+	f.mosc(configLayer, noContainerfile)
+
+	a := waitCondition(t, waitNewBuild(t, "layer-base").Name, v1alpha1.BuildSucceeded)
+	if a.Status.Strategy != v1alpha1.ConfigLayerStrategy {
+		t.Errorf("strategy %q, want ConfigLayer", a.Status.Strategy)
+	}
+	if _, ok := jobUID(t, a.Name); ok {
+		t.Error("a Job ran for a configuration-only build on the base")
+	}
+	admin := findStage(a, v1alpha1.BuildStageAdmin)
+	if admin == nil || !admin.Reused || admin.Image != a.Status.BaseImagePullSpec {
+		t.Fatalf("admin stage %+v, want the base, reused", admin)
+	}
+	if layer := findStage(a, v1alpha1.BuildStageConfigLayer); layer == nil || layer.Image != a.Status.DigestedImagePushSpec || layer.Duration == nil {
+		t.Errorf("config layer stage %+v, want the image %s and a duration", layer, a.Status.DigestedImagePushSpec)
+	}
+	if got := f.topLayerFile(a.Status.DigestedImagePushSpec, "/etc/version"); got != "1" {
+		t.Errorf("/etc/version = %q, want 1", got)
+	}
+
+	f.setRendered("2")
+	b := waitCondition(t, waitNewBuild(t, "layer-base", a.Name).Name, v1alpha1.BuildSucceeded)
+	if got := f.topLayerFile(b.Status.DigestedImagePushSpec, "/etc/version"); got != "2" {
+		t.Errorf("/etc/version = %q after the change, want 2", got)
+	}
+	la, lb := f.layers(a.Status.DigestedImagePushSpec), f.layers(b.Status.DigestedImagePushSpec)
+	if len(la) != len(lb) || la[0] != lb[0] || la[len(la)-1] == lb[len(lb)-1] {
+		t.Errorf("layers %v then %v: want the base's shared and only the top one new", la, lb)
+	}
+	cfg := func(image string) *v1.ConfigFile {
+		ref, _ := name.ParseReference(image, name.Insecure)
+		img, err := remote.Image(ref, remote.WithAuth(f.reg.Auth()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if got := cfg(b.Status.DigestedImagePushSpec).Config.Labels[containerfile.LabelRenderedConfig]; got != "rendered-layer-base-v2" {
+		t.Errorf("rendered-config label %q", got)
+	}
+}
+
+// playAdminJob plays the admin stage's Job: it pushes an image where the
+// Job was told to and reports its digest.
+func (f *fixture) playAdminJob(b *v1alpha1.MachineOSBuild) string {
+	f.t.Helper()
+	j := &batchv1.Job{}
+	eventually(f.t, "the admin stage Job of "+b.Name, func() error {
+		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: job.JobName(b.Name)}, j)
+	})
+	var spec string
+	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "STRATA_PUSH_SPEC" {
+			spec = e.Value
+		}
+	}
+	if !strings.Contains(spec, ":admin-") {
+		f.t.Fatalf("the admin Job pushes to %q, want an admin- tag", spec)
+	}
+	pushed := f.push(strings.TrimPrefix(spec, f.reg.Host+"/"))
+	ref, _ := name.ParseReference(pushed, name.Insecure)
+	desc, err := remote.Head(ref, remote.WithAuth(f.reg.Auth()))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	msg, _ := json.Marshal(job.TerminationMessage{Digest: desc.Digest.String()})
+	finishPod(f.t, b, corev1.PodSucceeded, 0, string(msg))
+	return ref.Context().Name() + "@" + desc.Digest.String()
+}
+
+// With Containerfile content, the admin stage is built once by a Job and
+// reused by the next configuration change, which runs no Job.
+func TestConfigLayerAdminStageBuiltOnce(t *testing.T) {
+	f := newFixture(t, "layer-admin")
+	startController(t, f.reg, 0)
+	f.mosc(configLayer)
+
+	a := waitNewBuild(t, "layer-admin")
+	adminImage := f.playAdminJob(a)
+	a = waitCondition(t, a.Name, v1alpha1.BuildSucceeded)
+	if st := findStage(a, v1alpha1.BuildStageAdmin); st == nil || st.Image != adminImage || st.Reused || st.Duration == nil {
+		t.Errorf("admin stage %+v, want %s built by the Job", st, adminImage)
+	}
+	if la := f.layers(a.Status.DigestedImagePushSpec); len(la) != len(f.layers(adminImage))+1 {
+		t.Errorf("image has %d layers, want the admin stage's plus one", len(la))
+	}
+
+	f.setRendered("2")
+	b := waitCondition(t, waitNewBuild(t, "layer-admin", a.Name).Name, v1alpha1.BuildSucceeded)
+	if _, ok := jobUID(t, b.Name); ok {
+		t.Error("a configuration change ran a Job; the admin stage should be reused")
+	}
+	if st := findStage(b, v1alpha1.BuildStageAdmin); st == nil || st.Image != adminImage || !st.Reused {
+		t.Errorf("admin stage %+v, want %s reused", st, adminImage)
+	}
+}
+
+// A failed admin stage names the stage; a configuration that needs a RUN
+// step of its own runs as one Job and says why.
+func TestConfigLayerFailuresAndFallback(t *testing.T) {
+	f := newFixture(t, "layer-fail")
+	startController(t, f.reg, 0)
+	f.mosc(configLayer)
+
+	a := waitNewBuild(t, "layer-fail")
+	eventually(t, "the admin Job", func() error {
+		_, ok := jobUID(t, a.Name)
+		if !ok {
+			return errors.New("no Job")
+		}
+		return nil
+	})
+	report, _ := json.Marshal(job.TerminationMessage{Step: v1alpha1.BuildStepBuild, Message: "Containerfile line 2: RUN echo hi: exit status 1"})
+	finishPod(t, a, corev1.PodFailed, job.ExitCodePermanent, string(report))
+	failJob(t, a)
+	a = waitCondition(t, a.Name, v1alpha1.BuildFailed)
+	if fl := a.Status.Failure; fl == nil || fl.Stage != v1alpha1.BuildStageAdmin || fl.Step != v1alpha1.BuildStepBuild {
+		t.Errorf("failure %+v, want stage AdminStage, step Build", fl)
+	}
+	if !strings.Contains(failureMessage(a.Status.Failure), "AdminStage stage: Build failed") {
+		t.Errorf("failure message %q does not name the stage", failureMessage(a.Status.Failure))
+	}
+
+	// An append to a base file takes a RUN step of the configuration's.
+	ctx := context.Background()
+	mc := &v1alpha1.MachineConfig{}
+	mc.Name = "rendered-layer-fail-append"
+	mc.Annotations = map[string]string{v1alpha1.GeneratedByControllerAnnotation: "test"}
+	mc.Spec.Config = runtime.RawExtension{Raw: []byte(`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/motd","append":[{"source":"data:,x"}]}]}}`)}
+	f.create(mc)
+	pool := &v1alpha1.MachineConfigPool{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "layer-fail"}, pool); err != nil {
+		t.Fatal(err)
+	}
+	pool.Status.Configuration.Name = mc.Name
+	if err := env.Client.Status().Update(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	b := waitNewBuild(t, "layer-fail", a.Name)
+	eventually(t, "the fallback to one Job", func() error {
+		var err error
+		if b, err = getBuild(b.Name); err != nil {
+			return err
+		}
+		if b.Status.Strategy != v1alpha1.SingleJobStrategy || !strings.Contains(b.Status.StrategyReason, "appends to /etc/motd") {
+			return fmt.Errorf("strategy %q (%q)", b.Status.Strategy, b.Status.StrategyReason)
+		}
+		if _, ok := jobUID(t, b.Name); !ok {
+			return errors.New("no Job")
+		}
+		return nil
+	})
+}
