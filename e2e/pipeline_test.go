@@ -3,9 +3,13 @@
 package e2e
 
 import (
+	"archive/tar"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,8 +94,10 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		Expect(c.Create(ctx, &v1alpha1.MachineOSConfig{
 			ObjectMeta: metav1.ObjectMeta{Name: "e2e"},
 			Spec: v1alpha1.MachineOSConfigSpec{
-				MachineConfigPool:       v1alpha1.LocalObjectReference{Name: "e2e"},
-				ImageBuilder:            v1alpha1.MachineOSImageBuilder{ImageBuilderType: v1alpha1.JobBuilder},
+				MachineConfigPool: v1alpha1.LocalObjectReference{Name: "e2e"},
+				// One Job for everything first; the last spec moves to
+				// ConfigLayer and compares.
+				ImageBuilder:            v1alpha1.MachineOSImageBuilder{ImageBuilderType: v1alpha1.JobBuilder, Strategy: v1alpha1.SingleJobStrategy},
 				BaseImagePullSpec:       registry + "/strata/os-base:latest",
 				RenderedImagePushSecret: v1alpha1.SecretReference{Name: "e2e-push"},
 				RenderedImagePushSpec:   registry + "/strata/e2e-os:latest",
@@ -189,7 +195,98 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		files, _ := imageContent(ctx, build.Status.DigestedImagePushSpec)
 		Expect(files).To(HaveKeyWithValue("etc/strata/e2e.conf", "changed while the controller dies"))
 	})
+
+	It("builds the same image with the ConfigLayer strategy, then adds a configuration change without a Job", SpecTimeout(10*time.Minute), func(ctx SpecContext) {
+		m := &v1alpha1.MachineOSConfig{}
+		Expect(c.Get(ctx, client.ObjectKey{Name: "e2e"}, m)).To(Succeed())
+		singleJob := m.Status.CurrentImagePullSpec
+		update(ctx, c, m, func(m *v1alpha1.MachineOSConfig) { m.Spec.ImageBuilder.Strategy = v1alpha1.ConfigLayerStrategy })
+
+		build := waitBuild(ctx, c, m.Status.MachineOSBuild.Name)
+		build = waitBuildCondition(ctx, c, build.Name, v1alpha1.BuildSucceeded)
+		Expect(build.Status.Strategy).To(Equal(v1alpha1.ConfigLayerStrategy))
+		admin := stage(build, v1alpha1.BuildStageAdmin)
+		Expect(admin).NotTo(BeNil())
+		Expect(admin.Reused).To(BeFalse(), "the admin stage has Containerfile content: a Job builds it")
+		Expect(admin.Image).To(ContainSubstring("/strata/e2e-os@sha256:"))
+		GinkgoWriter.Printf("MEASURE ConfigLayer first build: stages %+v\n", build.Status.Stages)
+
+		By("comparing the two images: file tree, base config and labels")
+		layered := build.Status.DigestedImagePushSpec
+		Expect(layered).NotTo(Equal(singleJob))
+		Expect(imageTree(ctx, layered)).To(Equal(imageTree(ctx, singleJob)))
+		Expect(imageConfig(ctx, layered)).To(Equal(imageConfig(ctx, singleJob)))
+
+		By("changing a file of the configuration: no Job runs")
+		jobs := jobNames(ctx)
+		changed := time.Now()
+		update(ctx, c, &v1alpha1.MachineConfig{ObjectMeta: metav1.ObjectMeta{Name: "50-e2e"}}, func(mc *v1alpha1.MachineConfig) {
+			mc.Spec = machineConfig("added as a layer").Spec
+		})
+		next := waitBuild(ctx, c, build.Name)
+		next = waitBuildCondition(ctx, c, next.Name, v1alpha1.BuildSucceeded)
+		GinkgoWriter.Printf("MEASURE ConfigLayer configuration change: MachineConfig updated to build succeeded seen %s; stages %+v\n",
+			time.Since(changed).Round(time.Millisecond), next.Status.Stages)
+		Expect(jobNames(ctx)).To(Equal(jobs))
+		again := stage(next, v1alpha1.BuildStageAdmin)
+		Expect(again).NotTo(BeNil())
+		Expect(again.Reused).To(BeTrue())
+		Expect(again.Image).To(Equal(admin.Image))
+		files, _ := imageContent(ctx, next.Status.DigestedImagePushSpec)
+		Expect(files).To(HaveKeyWithValue("etc/strata/e2e.conf", "added as a layer"))
+		Expect(files).To(HaveKeyWithValue("usr/share/strata-e2e", "layered\n"))
+	})
 })
+
+func stage(b *v1alpha1.MachineOSBuild, name v1alpha1.BuildStage) *v1alpha1.BuildStageStatus {
+	for i := range b.Status.Stages {
+		if b.Status.Stages[i].Name == name {
+			return &b.Status.Stages[i]
+		}
+	}
+	return nil
+}
+
+// imageTree is an image's flattened file tree (crane export): for each
+// path its type, mode, owner, link target and content digest; times are
+// left out.
+func imageTree(ctx context.Context, ref string) map[string]string {
+	out, err := crane(ctx, "export", ref, "-")
+	Expect(err).NotTo(HaveOccurred())
+	tree := map[string]string{}
+	tr := tar.NewReader(strings.NewReader(out))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return tree
+		}
+		Expect(err).NotTo(HaveOccurred())
+		sum := sha256.New()
+		_, err = io.Copy(sum, tr)
+		Expect(err).NotTo(HaveOccurred())
+		tree[strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/")] = fmt.Sprintf("%c %04o %d:%d %q %x",
+			h.Typeflag, h.Mode&0o7777, h.Uid, h.Gid, h.Linkname, sum.Sum(nil))
+	}
+}
+
+// imageConfig is what of an image's config both strategies must agree on:
+// labels (the base's and Strata's), environment, entrypoint and command.
+func imageConfig(ctx context.Context, ref string) string {
+	raw, err := crane(ctx, "config", ref)
+	Expect(err).NotTo(HaveOccurred())
+	var cfg struct {
+		Config struct {
+			Labels     map[string]string `json:"Labels"`
+			Env        []string          `json:"Env"`
+			Entrypoint []string          `json:"Entrypoint"`
+			Cmd        []string          `json:"Cmd"`
+		} `json:"config"`
+	}
+	Expect(json.Unmarshal([]byte(raw), &cfg)).To(Succeed())
+	out, err := json.Marshal(cfg.Config)
+	Expect(err).NotTo(HaveOccurred())
+	return string(out)
+}
 
 func machineConfig(content string) *v1alpha1.MachineConfig {
 	ign := fmt.Sprintf(`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/strata/e2e.conf","mode":420,"contents":{"source":"data:,%s"}}]}}`,
