@@ -101,6 +101,12 @@ cluster-down: ## Stop the test cluster and undo its host changes (idempotent).
 test-e2e: cluster-infra ## Run the e2e suite on the test cluster, then tear it down (always).
 	hack/cluster/e2e.sh
 
+.PHONY: bench-build
+bench-build: cluster-infra ## Time a configuration-only change with each build strategy on a 1 GiB base (starts and stops the test cluster).
+	hack/cluster/up.sh
+	rc=0; go run ./hack/benchbuild $(BENCH_ARGS) || rc=$$?; \
+	[ -n "$${STRATA_E2E_KEEP_CLUSTER:-}" ] || hack/cluster/down.sh || rc=1; exit $$rc
+
 ##@ Tools
 
 .PHONY: tools
