@@ -402,7 +402,11 @@ func describeBuild(mosc *v1alpha1.MachineOSConfig, builds []v1alpha1.MachineOSBu
 	if i < 0 {
 		return ref.Name + " (not found)"
 	}
-	return ref.Name + " (" + buildState(&builds[i]) + ")"
+	state := buildState(&builds[i])
+	if st := builds[i].Status.Strategy; st != "" {
+		state += ", " + string(st)
+	}
+	return ref.Name + " (" + state + ")"
 }
 
 // buildState names the condition the build controller set true; a build

@@ -337,3 +337,14 @@ func TestStatusCommand(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+func TestDescribeBuildNamesTheStrategy(t *testing.T) {
+	mosc := &v1alpha1.MachineOSConfig{Status: v1alpha1.MachineOSConfigStatus{MachineOSBuild: &v1alpha1.LocalObjectReference{Name: "worker-os-1"}}}
+	b := v1alpha1.MachineOSBuild{ObjectMeta: metav1.ObjectMeta{Name: "worker-os-1"}, Status: v1alpha1.MachineOSBuildStatus{
+		Strategy:   v1alpha1.ConfigLayerStrategy,
+		Conditions: []metav1.Condition{{Type: v1alpha1.BuildSucceeded, Status: metav1.ConditionTrue}},
+	}}
+	if got, want := describeBuild(mosc, []v1alpha1.MachineOSBuild{b}), "worker-os-1 (Succeeded, ConfigLayer)"; got != want {
+		t.Errorf("describeBuild = %q, want %q", got, want)
+	}
+}
