@@ -88,6 +88,10 @@ const (
 	// RebuildAnnotation on a MachineOSConfig forces a new build of the
 	// same inputs; the controller removes it once the build is made.
 	RebuildAnnotation = Prefix + "rebuild"
+	// ResolveBaseAnnotation on a MachineOSConfig makes the controller
+	// resolve the base image's tag again now, instead of at the next
+	// interval; the controller removes it.
+	ResolveBaseAnnotation = Prefix + "resolve-base"
 	// CreatedAnnotation on a rendered MachineConfig or a MachineOSBuild
 	// records when the controller made it, to the nanosecond (RFC 3339):
 	// creationTimestamp has one-second resolution, and history must order

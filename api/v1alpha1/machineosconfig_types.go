@@ -169,6 +169,35 @@ type MachineOSConfigStatus struct {
 	// machineOSBuild names the newest MachineOSBuild of this config.
 	// +optional
 	MachineOSBuild *LocalObjectReference `json:"machineOSBuild,omitempty"`
+
+	// baseImage is the base image builds use, pinned by digest. A tag is
+	// resolved again on the controller's interval (baseResolveInterval, 15
+	// minutes by default) and when the MachineOSConfig is annotated
+	// machineconfiguration.strata.dev/resolve-base; nothing else moves it,
+	// so an unrelated event never starts a build on a new base. When the tag
+	// has moved, an Event says so, a new build starts and the rollout takes
+	// its image to the nodes.
+	// +optional
+	BaseImage *ResolvedImage `json:"baseImage,omitempty"`
+}
+
+// ResolvedImage is an image reference and the digest it resolved to.
+type ResolvedImage struct {
+	// pullSpec is the image as named: spec.baseImagePullSpec, or the
+	// rendered configuration's osImageURL.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	PullSpec string `json:"pullSpec"`
+	// digestedPullSpec is what pullSpec resolved to, as
+	// registry/repository@sha256:digest.
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.matches('^((localhost|[a-zA-Z0-9-]+([.][a-zA-Z0-9-]+)+)(:[0-9]{1,5})?|[a-zA-Z0-9-]+:[0-9]{1,5})/[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*@sha256:[a-f0-9]{64}$')",message="digestedPullSpec must be registry/repository@sha256:<64 hex digits>"
+	DigestedPullSpec string `json:"digestedPullSpec"`
+	// resolvedTime is when pullSpec was last resolved.
+	// +required
+	ResolvedTime metav1.Time `json:"resolvedTime"`
 }
 
 // MachineOSConfig turns a MachineConfigPool into a layered pool: its

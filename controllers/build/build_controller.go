@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -140,6 +139,18 @@ type scope struct {
 	waiting string
 	pushKC  authn.Keychain
 	baseKC  authn.Keychain
+	// after is when to reconcile again at the latest (0: only on events).
+	after time.Duration
+	// removeAnnotations are requests (rebuild, resolve-base) handled in
+	// this reconcile, taken off the MachineOSConfig at its end.
+	removeAnnotations []string
+}
+
+// requeue asks for a reconcile within d.
+func (s *scope) requeue(d time.Duration) {
+	if s.after == 0 || d < s.after {
+		s.after = d
+	}
 }
 
 type problem struct {
@@ -150,6 +161,11 @@ type problem struct {
 // call for and moves the world towards it, so a restart at any point
 // (even with a Job running) adopts what exists rather than duplicating it.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	return status.QuietConflict(ctx, res, err)
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	mosc := &v1alpha1.MachineOSConfig{}
 	if err := r.Client.Get(ctx, req.NamespacedName, mosc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -172,10 +188,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.setPoolStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	if s.problem != nil && s.problem.reason == v1alpha1.ReasonBaseUnreachable {
-		return ctrl.Result{RequeueAfter: retryInputs}, nil
+	// Last: a metadata write before the status patch would make that
+	// patch's optimistic lock fail.
+	if len(s.removeAnnotations) > 0 {
+		patch := client.MergeFrom(mosc.DeepCopy())
+		for _, a := range s.removeAnnotations {
+			delete(mosc.Annotations, a)
+		}
+		if err := r.Client.Patch(ctx, mosc, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("remove handled annotations of MachineOSConfig %s: %w", mosc.Name, err)
+		}
 	}
-	return ctrl.Result{}, nil
+	if s.problem != nil && s.problem.reason == v1alpha1.ReasonBaseUnreachable {
+		s.requeue(retryInputs)
+	}
+	return ctrl.Result{RequeueAfter: s.after}, nil
 }
 
 // reconcileBuild gathers the inputs, makes or finds their build, and
@@ -188,9 +215,9 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 	name := buildName(s.mosc, in.hash)
 
 	if _, ok := s.mosc.Annotations[v1alpha1.RebuildAnnotation]; ok {
-		// Removing the annotation changes the MachineOSConfig, which
-		// brings the next reconcile.
-		return r.rebuild(ctx, s.mosc, name)
+		if err := r.rebuild(ctx, s, name); err != nil {
+			return err
+		}
 	}
 
 	builds, err := r.buildsOf(ctx, s.mosc.Name)
@@ -244,15 +271,21 @@ func buildName(mosc *v1alpha1.MachineOSConfig, hash string) string {
 	return mosc.Name + "-" + hash[:16]
 }
 
-// inputsHash covers everything a build depends on: the rendered content,
-// the base image digest and the Containerfile content (all in the
-// renderer's input hash), the MachineOSConfig spec and the builder image.
+// inputsHash covers what the image is made of and where it goes: the
+// rendered content, the base image digest and the Containerfile content
+// (all in the renderer's input hash), the strategy, the push repository
+// and the builder image. Secrets and the base image's name are left out:
+// new credentials, or a tag that resolves to the same digest, build
+// nothing new.
 func inputsHash(renderHash string, spec *v1alpha1.MachineOSConfigSpec, builderImage string) string {
 	h := sha256.New()
-	specJSON, _ := json.Marshal(spec) // a struct of strings and slices cannot fail
-	for _, part := range [][]byte{[]byte(renderHash), specJSON, []byte(builderImage)} {
+	strategy := spec.ImageBuilder.Strategy
+	if strategy == "" {
+		strategy = v1alpha1.ConfigLayerStrategy
+	}
+	for _, part := range []string{renderHash, string(spec.ImageBuilder.ImageBuilderType), string(strategy), spec.RenderedImagePushSpec, builderImage} {
 		fmt.Fprintf(h, "%d:", len(part))
-		h.Write(part)
+		h.Write([]byte(part))
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -309,22 +342,22 @@ func (r *Reconciler) buildsOf(ctx context.Context, mosc string) ([]v1alpha1.Mach
 	return list.Items, nil
 }
 
-// rebuild makes the next reconcile build the current inputs anew: a
-// finished build of them is deleted, then the annotation is removed.
-func (r *Reconciler) rebuild(ctx context.Context, mosc *v1alpha1.MachineOSConfig, name string) error {
+// rebuild makes this reconcile build the current inputs anew: a finished
+// build of them is deleted, and the annotation is taken off at the end of
+// the reconcile.
+func (r *Reconciler) rebuild(ctx context.Context, s *scope, name string) error {
+	s.removeAnnotations = append(s.removeAnnotations, v1alpha1.RebuildAnnotation)
 	b := &v1alpha1.MachineOSBuild{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Name: name}, b); {
 	case err == nil && terminal(b):
 		if err := r.deleteBuild(ctx, b); err != nil {
 			return err
 		}
-		r.Recorder.Eventf(mosc, nil, corev1.EventTypeNormal, "Rebuild", "Rebuild", "Rebuilding %s as asked by the %s annotation", name, v1alpha1.RebuildAnnotation)
+		r.Recorder.Eventf(s.mosc, nil, corev1.EventTypeNormal, "Rebuild", "Rebuild", "Rebuilding %s as asked by the %s annotation", name, v1alpha1.RebuildAnnotation)
 	case err != nil && !apierrors.IsNotFound(err):
 		return err
 	}
-	patch := client.MergeFrom(mosc.DeepCopy())
-	delete(mosc.Annotations, v1alpha1.RebuildAnnotation)
-	return r.Client.Patch(ctx, mosc, patch)
+	return nil
 }
 
 // finalize deletes a MachineOSConfig's builds with their Jobs and

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,7 +57,7 @@ func eventually(t *testing.T, what string, check func() error) {
 	testenv.Eventually(t, timeout, what, check)
 }
 
-func startController(t *testing.T, reg *testregistry.Registry, history int) (stop func()) {
+func startController(t *testing.T, reg *testregistry.Registry, history int, configure ...func(*Config)) (stop func()) {
 	t.Helper()
 	return env.StartManager(t, ctrl.Options{Cache: cache.Options{ByObject: CacheByObject(ns)}}, func(mgr ctrl.Manager) error {
 		r := &Reconciler{
@@ -69,6 +70,9 @@ func startController(t *testing.T, reg *testregistry.Registry, history int) (sto
 				InsecureRegistries: []string{reg.Host},
 				History:            history,
 			},
+		}
+		for _, fn := range configure {
+			fn(&r.Config)
 		}
 		return r.SetupWithManager(mgr)
 	})
@@ -140,12 +144,24 @@ func (f *fixture) setRendered(version string) {
 	if err := env.Client.Create(ctx, mc); err != nil && !apierrors.IsAlreadyExists(err) {
 		f.t.Fatal(err)
 	}
-	pool := &v1alpha1.MachineConfigPool{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: f.name}, pool); err != nil {
-		f.t.Fatal(err)
-	}
-	pool.Status.Configuration.Name = name
-	if err := env.Client.Status().Update(ctx, pool); err != nil {
+	f.pointPool(name)
+}
+
+// pointPool sets the pool's rendered configuration, as the render
+// controller would, retrying when the build controller wrote the pool's
+// status in between.
+func (f *fixture) pointPool(rendered string) {
+	f.t.Helper()
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pool := &v1alpha1.MachineConfigPool{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: f.name}, pool); err != nil {
+			return err
+		}
+		pool.Status.Configuration.Name = rendered
+		return env.Client.Status().Update(ctx, pool)
+	})
+	if err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -187,6 +203,23 @@ func deleteMOSC(name string) {
 	_ = env.Client.Update(ctx, m)
 	_ = env.Client.Delete(ctx, m)
 	_ = env.Client.DeleteAllOf(ctx, &v1alpha1.MachineOSBuild{}, client.MatchingLabels{v1alpha1.MachineOSConfigLabel: name})
+}
+
+// annotate sets an annotation on a MachineOSConfig as kubectl annotate
+// would, retrying when the controller wrote it in between.
+func annotate(t *testing.T, name, key string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		m := getMOSC(t, name)
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[key] = ""
+		return env.Client.Update(context.Background(), m)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func getMOSC(t *testing.T, name string) *v1alpha1.MachineOSConfig {
@@ -475,11 +508,7 @@ func TestRebuildAnnotation(t *testing.T) {
 	f.succeed(a)
 	a = waitCondition(t, a.Name, v1alpha1.BuildSucceeded)
 
-	m := getMOSC(t, "rebuild")
-	m.Annotations = map[string]string{v1alpha1.RebuildAnnotation: ""}
-	if err := env.Client.Update(context.Background(), m); err != nil {
-		t.Fatal(err)
-	}
+	annotate(t, "rebuild", v1alpha1.RebuildAnnotation)
 	eventually(t, "a new build of the same inputs", func() error {
 		b, err := getBuild(a.Name)
 		if err != nil {

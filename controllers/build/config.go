@@ -2,6 +2,9 @@ package build
 
 import (
 	"errors"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/strata-dev/strata/builder/job"
 )
@@ -9,6 +12,10 @@ import (
 // DefaultHistory is how many finished builds a MachineOSConfig keeps
 // besides the current one.
 const DefaultHistory = 3
+
+// DefaultBaseResolveInterval is how often a base image's tag is resolved
+// again when the configuration does not say.
+const DefaultBaseResolveInterval = 15 * time.Minute
 
 // Config is the build controller's part of the controller configuration.
 type Config struct {
@@ -31,6 +38,9 @@ type Config struct {
 	InsecureRegistries []string `json:"insecureRegistries,omitempty"`
 	// History is how many finished builds to keep per MachineOSConfig.
 	History int `json:"history,omitempty"`
+	// BaseResolveInterval is how often a base image's tag is resolved
+	// again: the pace at which pools follow their OS vendor's updates.
+	BaseResolveInterval metav1.Duration `json:"baseResolveInterval,omitempty"`
 }
 
 // withDefaults fills what was left empty.
@@ -43,6 +53,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.History <= 0 {
 		c.History = DefaultHistory
+	}
+	if c.BaseResolveInterval.Duration == 0 {
+		c.BaseResolveInterval.Duration = DefaultBaseResolveInterval
+	}
+	if c.BaseResolveInterval.Duration < 0 {
+		return c, errors.New("baseResolveInterval must not be negative")
 	}
 	if c.BackoffLimit < 0 {
 		return c, errors.New("backoffLimit must not be negative")

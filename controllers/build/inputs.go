@@ -3,10 +3,12 @@ package build
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
@@ -82,9 +84,8 @@ func (r *Reconciler) gatherInputs(ctx context.Context, s *scope) (*inputs, error
 			"no base image: set spec.baseImagePullSpec or the osImageURL of a MachineConfig of pool " + pool.Name}
 		return nil, nil
 	}
-	base, err := r.Registry.Resolve(ctx, baseSpec, baseKC)
-	if err != nil {
-		s.problem = &problem{v1alpha1.ReasonBaseUnreachable, fmt.Sprintf("%s: %v", baseField, err)}
+	base := r.pinBase(ctx, s, baseSpec, baseField, baseKC)
+	if base == "" {
 		return nil, nil
 	}
 
@@ -160,4 +161,49 @@ func (r *Reconciler) claimPool(ctx context.Context, mosc *v1alpha1.MachineOSConf
 		return "", fmt.Errorf("claim pool %s: %w", pool.Name, err)
 	}
 	return "", nil
+}
+
+// pinBase returns the digest the builds use for the base image named by
+// spec, recorded in the MachineOSConfig's status.baseImage. The tag is
+// resolved again only when the pin is older than the resolve interval,
+// when the spec names another image, or when the resolve-base annotation
+// asks: any other event builds on the pinned digest, so a moved tag starts
+// a build on the controller's schedule, never by accident. A registry that
+// cannot be reached keeps the pinned digest (with an Event); without one it
+// is a problem naming the field. It returns "" when there is no base.
+func (r *Reconciler) pinBase(ctx context.Context, s *scope, spec, fieldName string, kc authn.Keychain) string {
+	mosc := s.mosc
+	pinned := mosc.Status.BaseImage
+	if pinned != nil && pinned.PullSpec != spec {
+		pinned = nil
+	}
+	_, asked := mosc.Annotations[v1alpha1.ResolveBaseAnnotation]
+	if asked {
+		s.removeAnnotations = append(s.removeAnnotations, v1alpha1.ResolveBaseAnnotation)
+	}
+	interval := r.Config.BaseResolveInterval.Duration
+	if pinned != nil && !asked {
+		if age := time.Since(pinned.ResolvedTime.Time); age < interval {
+			s.requeue(interval - age)
+			return pinned.DigestedPullSpec
+		}
+	}
+	base, err := r.Registry.Resolve(ctx, spec, kc)
+	if err != nil {
+		if pinned != nil {
+			r.Recorder.Eventf(mosc, nil, corev1.EventTypeWarning, "BaseImageUnresolved", "Resolve",
+				"%s: %v; building on %s until it resolves", fieldName, err, pinned.DigestedPullSpec)
+			s.requeue(retryInputs)
+			return pinned.DigestedPullSpec
+		}
+		s.problem = &problem{v1alpha1.ReasonBaseUnreachable, fmt.Sprintf("%s: %v", fieldName, err)}
+		return ""
+	}
+	if pinned != nil && pinned.DigestedPullSpec != base {
+		r.Recorder.Eventf(mosc, nil, corev1.EventTypeNormal, "BaseImageUpdated", "Resolve",
+			"Base image %s updated from %s to %s", spec, pinned.DigestedPullSpec, base)
+	}
+	mosc.Status.BaseImage = &v1alpha1.ResolvedImage{PullSpec: spec, DigestedPullSpec: base, ResolvedTime: metav1.Now()}
+	s.requeue(interval)
+	return base
 }

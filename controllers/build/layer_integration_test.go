@@ -9,14 +9,17 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
@@ -242,20 +245,12 @@ func TestConfigLayerFailuresAndFallback(t *testing.T) {
 	}
 
 	// An append to a base file takes a RUN step of the configuration's.
-	ctx := context.Background()
 	mc := &v1alpha1.MachineConfig{}
 	mc.Name = "rendered-layer-fail-append"
 	mc.Annotations = map[string]string{v1alpha1.GeneratedByControllerAnnotation: "test"}
 	mc.Spec.Config = runtime.RawExtension{Raw: []byte(`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/motd","append":[{"source":"data:,x"}]}]}}`)}
 	f.create(mc)
-	pool := &v1alpha1.MachineConfigPool{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: "layer-fail"}, pool); err != nil {
-		t.Fatal(err)
-	}
-	pool.Status.Configuration.Name = mc.Name
-	if err := env.Client.Status().Update(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
+	f.pointPool(mc.Name)
 	b := waitNewBuild(t, "layer-fail", a.Name)
 	eventually(t, "the fallback to one Job", func() error {
 		var err error
@@ -270,4 +265,104 @@ func TestConfigLayerFailuresAndFallback(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// reconciles counts the build controller's finished reconciles in this
+// process (every test's controller).
+func reconciles(t *testing.T) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, fam := range families {
+		if fam.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "build" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
+
+// The base is pinned: a moved tag starts a build only when the interval
+// is up or the resolve-base annotation asks, never on an unrelated event.
+func TestBasePinnedUntilResolvedAgain(t *testing.T) {
+	f := newFixture(t, "pin")
+	startController(t, f.reg, 0)
+	f.mosc(configLayer, noContainerfile)
+	a := waitCondition(t, waitNewBuild(t, "pin").Name, v1alpha1.BuildSucceeded)
+	pinned := getMOSC(t, "pin").Status.BaseImage
+	if pinned == nil || pinned.PullSpec != f.base || pinned.DigestedPullSpec != a.Status.BaseImagePullSpec {
+		t.Fatalf("status.baseImage %+v, want %s pinned to %s", pinned, f.base, a.Status.BaseImagePullSpec)
+	}
+
+	f.push("strata/base:1") // the tag moves
+	before := reconciles(t)
+	ctx := context.Background()
+	secret := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pin-pull"}, secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Labels = map[string]string{"touched": "yes"}
+	if err := env.Client.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a reconcile after the Secret change", func() error {
+		if reconciles(t) <= before {
+			return errors.New("no reconcile yet")
+		}
+		return nil
+	})
+	if m := getMOSC(t, "pin"); m.Status.MachineOSBuild.Name != a.Name || m.Status.BaseImage.DigestedPullSpec != pinned.DigestedPullSpec {
+		t.Fatalf("an unrelated event moved the build to %s on %s", m.Status.MachineOSBuild.Name, m.Status.BaseImage.DigestedPullSpec)
+	}
+
+	annotate(t, "pin", v1alpha1.ResolveBaseAnnotation)
+	b := waitCondition(t, waitNewBuild(t, "pin", a.Name).Name, v1alpha1.BuildSucceeded)
+	if b.Status.BaseImagePullSpec == a.Status.BaseImagePullSpec {
+		t.Errorf("the new build is on the old base %s", b.Status.BaseImagePullSpec)
+	}
+	eventually(t, "the annotation taken off and the new pin recorded", func() error {
+		m := getMOSC(t, "pin")
+		if _, ok := m.Annotations[v1alpha1.ResolveBaseAnnotation]; ok {
+			return errors.New("annotation still there")
+		}
+		if m.Status.BaseImage.DigestedPullSpec != b.Status.BaseImagePullSpec {
+			return fmt.Errorf("pinned %s", m.Status.BaseImage.DigestedPullSpec)
+		}
+		return nil
+	})
+	eventually(t, "an Event saying the base moved", func() error {
+		var events eventsv1.EventList
+		if err := env.Client.List(ctx, &events); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Name == "pin" && e.Reason == "BaseImageUpdated" &&
+				strings.Contains(e.Note, a.Status.BaseImagePullSpec) && strings.Contains(e.Note, b.Status.BaseImagePullSpec) {
+				return nil
+			}
+		}
+		return errors.New("no BaseImageUpdated event from A to B")
+	})
+}
+
+// On the interval, a moved tag is followed without being asked.
+func TestBaseResolvedOnInterval(t *testing.T) {
+	f := newFixture(t, "follow")
+	startController(t, f.reg, 0, func(c *Config) { c.BaseResolveInterval.Duration = 2 * time.Second })
+	f.mosc(configLayer, noContainerfile)
+	a := waitCondition(t, waitNewBuild(t, "follow").Name, v1alpha1.BuildSucceeded)
+	f.push("strata/base:1")
+	b := waitCondition(t, waitNewBuild(t, "follow", a.Name).Name, v1alpha1.BuildSucceeded)
+	if b.Status.BaseImagePullSpec == a.Status.BaseImagePullSpec {
+		t.Errorf("the new build is on the old base %s", b.Status.BaseImagePullSpec)
+	}
 }

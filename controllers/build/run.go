@@ -183,15 +183,23 @@ func (r *Reconciler) finish(ctx context.Context, s *scope, before *v1alpha1.Mach
 	case stateSucceeded:
 		b.Status.DigestedImagePushSpec = image
 		msg = "Pushed " + image
-		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, v1alpha1.BuildSucceeded, "Build", "%s", msg)
 	case stateFailed:
 		b.Status.Failure = failure
 		msg = failureMessage(failure)
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, v1alpha1.BuildFailed, "Build", "%s", status.Truncate(msg, 1024))
 	}
 	setBuildConditions(b, state, msg)
+	if err := status.Patch(ctx, r.Client, before, b); err != nil {
+		return err
+	}
+	// Said and counted once the state is written: a reconcile that lost a
+	// conflict finishes the build again, and must not count it twice.
+	if state == stateFailed {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, v1alpha1.BuildFailed, "Build", "%s", status.Truncate(msg, 1024))
+	} else {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, string(state), "Build", "%s", msg)
+	}
 	observe(b, state)
-	return status.Patch(ctx, r.Client, before, b)
+	return nil
 }
 
 // failureMessage is the one-line account of a failure used in conditions.
@@ -229,9 +237,12 @@ func (r *Reconciler) interrupt(ctx context.Context, b *v1alpha1.MachineOSBuild, 
 	b.Status.BuildEnd = &now
 	msg := "The inputs changed; build " + newer + " replaces this one"
 	setBuildConditions(b, stateInterrupted, msg)
+	if err := status.Patch(ctx, r.Client, before, b); err != nil {
+		return err
+	}
 	observe(b, stateInterrupted)
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, v1alpha1.BuildInterrupted, "Interrupt", "%s", msg)
-	return status.Patch(ctx, r.Client, before, b)
+	return nil
 }
 
 // deleteJob deletes a build's Job (with its pods) and ConfigMap.

@@ -7,9 +7,13 @@ package status
 
 import (
 	"context"
+	"time"
 	"unicode/utf8"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // MaxMessage is the API's limit on a condition message.
@@ -36,6 +40,31 @@ func Message(s string) string {
 // Patch writes after's status, computed from before, and fails with a
 // conflict when someone else wrote the object in between, so that the
 // caller's reconcile retries on fresh data instead of overwriting.
+// Nothing is sent when the status did not change: a reconcile that finds
+// the world as it was costs no write.
 func Patch(ctx context.Context, c client.Client, before, after client.Object) error {
+	diff, err := client.MergeFrom(before).Data(after)
+	if err != nil {
+		return err
+	}
+	if string(diff) == "{}" {
+		return nil
+	}
 	return c.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
+// conflictRetry is soon: the cache catches up within milliseconds.
+const conflictRetry = 200 * time.Millisecond
+
+// QuietConflict turns a conflict into a plain requeue. A conflict means
+// the reconcile worked on an object someone else has written since (often
+// this controller's own earlier write, not yet in the cache): the next
+// reconcile sees the fresh object, and nothing is wrong that an operator
+// should read about.
+func QuietConflict(ctx context.Context, res reconcile.Result, err error) (reconcile.Result, error) {
+	if err != nil && apierrors.IsConflict(err) {
+		log.FromContext(ctx).V(1).Info("Conflict, reconciling again", "error", err.Error())
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+	}
+	return res, err
 }
