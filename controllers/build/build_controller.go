@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
@@ -72,10 +73,21 @@ func CacheByObject(namespace string) map[client.Object]cache.ByObject {
 	}
 }
 
+// Field indexes of the manager's cache, so that an event finds the few
+// objects it concerns without listing them all.
+const (
+	// secretIndex: MachineOSConfigs by the Secrets they name.
+	secretIndex = "strata.build.secrets"
+	// poolIndex: MachineOSConfigs by the pool they layer.
+	poolIndex = "strata.build.pool"
+	// nodeImageIndex: Nodes by the images they run or are to run.
+	nodeImageIndex = "strata.build.nodeImage"
+)
+
 // SetupWithManager registers the reconciler. A MachineOSConfig is
 // reconciled when it changes, when its builds, their Jobs or pods change,
-// when its pool's rendered configuration changes, and when a Secret in the
-// namespace changes (a missing Secret may have been created).
+// when its pool changes, and when a Secret it names changes (a missing
+// Secret may have been created).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	cfg, err := r.Config.withDefaults()
 	if err != nil {
@@ -84,6 +96,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Config = cfg
 	if r.Registry.Insecure == nil {
 		r.Registry.Insecure = cfg.InsecureRegistries
+	}
+	ctx := context.Background()
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &v1alpha1.MachineOSConfig{}, secretIndex, secretsOf); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &v1alpha1.MachineOSConfig{}, poolIndex, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.MachineOSConfig).Spec.MachineConfigPool.Name}
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &corev1.Node{}, nodeImageIndex, imagesOfNode); err != nil {
+		return err
 	}
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		if name := o.GetLabels()[v1alpha1.MachineOSConfigLabel]; name != "" {
@@ -100,32 +125,50 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&v1alpha1.MachineOSBuild{}).
 		Watches(&batchv1.Job{}, byLabel).
 		Watches(&corev1.Pod{}, byLabel).
-		Watches(&v1alpha1.MachineConfigPool{}, handler.EnqueueRequestsFromMapFunc(r.configsOfPool)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.allConfigs)).
+		Watches(&v1alpha1.MachineConfigPool{}, r.configsBy(poolIndex, "pool")).
+		Watches(&corev1.Secret{}, r.configsBy(secretIndex, "Secret")).
 		Complete(r)
 }
 
-func (r *Reconciler) configsOfPool(ctx context.Context, pool client.Object) []reconcile.Request {
-	var reqs []reconcile.Request
-	for _, req := range r.allConfigs(ctx, pool) {
-		var mosc v1alpha1.MachineOSConfig
-		if r.Client.Get(ctx, req.NamespacedName, &mosc) == nil && mosc.Spec.MachineConfigPool.Name == pool.GetName() {
-			reqs = append(reqs, req)
+// configsBy maps an object to the MachineOSConfigs an index files under
+// its name. The cache answers, so a failure is rare, but it is logged:
+// a dropped event would leave a MachineOSConfig waiting for the next.
+func (r *Reconciler) configsBy(index, kind string) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list v1alpha1.MachineOSConfigList
+		if err := r.Client.List(ctx, &list, client.MatchingFields{index: o.GetName()}); err != nil {
+			log.FromContext(ctx).Error(err, "Cannot find the MachineOSConfigs of a changed object", "kind", kind, "name", o.GetName())
+			return nil
 		}
-	}
-	return reqs
+		reqs := make([]reconcile.Request, len(list.Items))
+		for i := range list.Items {
+			reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}}
+		}
+		return reqs
+	})
 }
 
-func (r *Reconciler) allConfigs(ctx context.Context, _ client.Object) []reconcile.Request {
-	var list v1alpha1.MachineOSConfigList
-	if err := r.Client.List(ctx, &list); err != nil {
-		return nil
+// secretsOf are the names of the Secrets a MachineOSConfig names.
+func secretsOf(o client.Object) []string {
+	spec := o.(*v1alpha1.MachineOSConfig).Spec
+	names := []string{spec.RenderedImagePushSecret.Name}
+	for _, ref := range []*v1alpha1.SecretReference{spec.BaseImagePullSecret, spec.RenderedImagePullSecret} {
+		if ref != nil && ref.Name != "" {
+			names = append(names, ref.Name)
+		}
 	}
-	reqs := make([]reconcile.Request, len(list.Items))
-	for i := range list.Items {
-		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}}
+	return names
+}
+
+// imagesOfNode are the images a node runs or is to run.
+func imagesOfNode(o client.Object) []string {
+	var images []string
+	for _, a := range []string{v1alpha1.CurrentImageAnnotation, v1alpha1.DesiredImageAnnotation} {
+		if v := o.GetAnnotations()[a]; v != "" {
+			images = append(images, v)
+		}
 	}
-	return reqs
+	return images
 }
 
 // scope is what one reconcile of a MachineOSConfig learns.

@@ -279,16 +279,26 @@ func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 	if err != nil {
 		return err
 	}
-	inUse, err := history.NamedByNodes(ctx, r.Client,
-		[]string{v1alpha1.CurrentImageAnnotation, v1alpha1.DesiredImageAnnotation}, s.mosc.Status.CurrentImagePullSpec)
-	if err != nil {
-		return err
-	}
 	var old []v1alpha1.MachineOSBuild
 	for _, b := range builds {
-		used := b.Status.DigestedImagePushSpec != "" && inUse[b.Status.DigestedImagePushSpec]
-		if b.Name != s.build.Name && terminal(&b) && !used {
+		if b.Name != s.build.Name && terminal(&b) {
 			old = append(old, b)
+		}
+	}
+	if len(old) <= r.Config.History {
+		return nil
+	}
+	// Only now, with builds to delete, ask which images nodes use: the
+	// index answers for each image without listing every node.
+	for i := 0; i < len(old); i++ {
+		image := old[i].Status.DigestedImagePushSpec
+		used, err := r.imageInUse(ctx, image, s.mosc.Status.CurrentImagePullSpec)
+		if err != nil {
+			return err
+		}
+		if used {
+			old = slices.Delete(old, i, i+1)
+			i--
 		}
 	}
 	if len(old) <= r.Config.History {
@@ -330,6 +340,22 @@ func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 		}
 	}
 	return nil
+}
+
+// imageInUse says whether the MachineOSConfig's current image is image,
+// or any node runs it or is to run it.
+func (r *Reconciler) imageInUse(ctx context.Context, image, current string) (bool, error) {
+	if image == "" {
+		return false, nil
+	}
+	if image == current {
+		return true, nil
+	}
+	var list corev1.NodeList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{nodeImageIndex: image}, client.UnsafeDisableDeepCopy); err != nil {
+		return false, fmt.Errorf("find nodes on %s: %w", image, err)
+	}
+	return len(list.Items) > 0, nil
 }
 
 // repository strips the tag of registry/repository:tag.
