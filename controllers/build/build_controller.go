@@ -82,6 +82,8 @@ const (
 	poolIndex = "strata.build.pool"
 	// nodeImageIndex: Nodes by the images they run or are to run.
 	nodeImageIndex = "strata.build.nodeImage"
+	// layeredByIndex: pools by the MachineOSConfig that claimed them.
+	layeredByIndex = "strata.build.layeredBy"
 )
 
 // SetupWithManager registers the reconciler. A MachineOSConfig is
@@ -108,6 +110,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	if err := idx.IndexField(ctx, &corev1.Node{}, nodeImageIndex, imagesOfNode); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &v1alpha1.MachineConfigPool{}, layeredByIndex, func(o client.Object) []string {
+		if m := o.GetAnnotations()[v1alpha1.LayeredByAnnotation]; m != "" {
+			return []string{m}
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -416,7 +426,7 @@ func (r *Reconciler) finalize(ctx context.Context, mosc *v1alpha1.MachineOSConfi
 			return err
 		}
 	}
-	if err := r.releasePool(ctx, mosc); err != nil {
+	if err := r.releasePools(ctx, mosc); err != nil {
 		return err
 	}
 	if controllerutil.RemoveFinalizer(mosc, finalizer) {

@@ -125,12 +125,32 @@ func (r *Reconciler) setPoolStatus(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// releasePool undoes what a deleted MachineOSConfig set on its pool: its
-// claim and the ImageBuildDegraded condition (an unlayered pool builds
-// nothing). A pool another MachineOSConfig layers is left alone.
-func (r *Reconciler) releasePool(ctx context.Context, mosc *v1alpha1.MachineOSConfig) error {
+// releasePools releases every pool the MachineOSConfig claimed but does
+// not layer (any longer): all of them when it is being deleted, the old
+// one when it moved to another pool.
+func (r *Reconciler) releasePools(ctx context.Context, mosc *v1alpha1.MachineOSConfig) error {
+	var pools v1alpha1.MachineConfigPoolList
+	if err := r.Client.List(ctx, &pools, client.MatchingFields{layeredByIndex: mosc.Name}); err != nil {
+		return fmt.Errorf("find the pools MachineOSConfig %s layered: %w", mosc.Name, err)
+	}
+	for _, p := range pools.Items {
+		if p.Name == mosc.Spec.MachineConfigPool.Name && mosc.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := r.releasePool(ctx, mosc, p.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releasePool undoes what a MachineOSConfig set on a pool it no longer
+// layers: its claim and the ImageBuildDegraded condition (an unlayered
+// pool builds nothing). A pool another MachineOSConfig layers is left
+// alone.
+func (r *Reconciler) releasePool(ctx context.Context, mosc *v1alpha1.MachineOSConfig, name string) error {
 	pool := &v1alpha1.MachineConfigPool{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: mosc.Spec.MachineConfigPool.Name}, pool); err != nil {
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -38,6 +38,10 @@ func (r *Reconciler) gatherInputs(ctx context.Context, s *scope) (*inputs, error
 		}
 		return nil, err
 	}
+	// A MachineOSConfig moved to another pool lets the old one go.
+	if err := r.releasePools(ctx, mosc); err != nil {
+		return nil, err
+	}
 	if other, err := r.claimPool(ctx, mosc, pool); err != nil || other != "" {
 		if other != "" {
 			s.problem = &problem{v1alpha1.ReasonPoolConflict, fmt.Sprintf(

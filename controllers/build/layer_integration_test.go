@@ -17,7 +17,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -365,4 +367,46 @@ func TestBaseResolvedOnInterval(t *testing.T) {
 	if b.Status.BaseImagePullSpec == a.Status.BaseImagePullSpec {
 		t.Errorf("the new build is on the old base %s", b.Status.BaseImagePullSpec)
 	}
+}
+
+// A MachineOSConfig moved to another pool releases the old one: its claim
+// and its ImageBuildDegraded condition go.
+func TestMovedConfigReleasesOldPool(t *testing.T) {
+	f := newFixture(t, "move-a")
+	newFixture(t, "move-b") // the second pool, with a rendered config
+	startController(t, f.reg, 0)
+	f.mosc(configLayer, noContainerfile)
+	waitCondition(t, waitNewBuild(t, "move-a").Name, v1alpha1.BuildSucceeded)
+	pool := func(name string) *v1alpha1.MachineConfigPool {
+		p := &v1alpha1.MachineConfigPool{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if got := pool("move-a").Annotations[v1alpha1.LayeredByAnnotation]; got != "move-a" {
+		t.Fatalf("pool move-a layered by %q", got)
+	}
+
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		m := getMOSC(t, "move-a")
+		m.Spec.MachineConfigPool.Name = "move-b"
+		return env.Client.Update(context.Background(), m)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the old pool released and the new one claimed", func() error {
+		a, b := pool("move-a"), pool("move-b")
+		if got := a.Annotations[v1alpha1.LayeredByAnnotation]; got != "" {
+			return fmt.Errorf("move-a still layered by %q", got)
+		}
+		if meta.FindStatusCondition(a.Status.Conditions, v1alpha1.PoolImageBuildDegraded) != nil {
+			return errors.New("move-a still has ImageBuildDegraded")
+		}
+		if got := b.Annotations[v1alpha1.LayeredByAnnotation]; got != "move-a" {
+			return fmt.Errorf("move-b layered by %q", got)
+		}
+		return nil
+	})
 }
