@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -116,8 +117,18 @@ func (f *fixture) addNode(name string, labels map[string]string, original string
 		v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
 	}}}
 	must(f.t, env.Client.Create(ctx, n))
+	f.t.Cleanup(func() { deleteNode(f.t, name) })
 	f.setReady(name, true)
 	return name
+}
+
+// deleteNode removes a test's node, so that no later test's pool sees it.
+func deleteNode(t *testing.T, name string) {
+	t.Helper()
+	err := env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("delete node %s: %v", name, err)
+	}
 }
 
 func (f *fixture) setReady(name string, ready bool) {
