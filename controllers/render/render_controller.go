@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -130,18 +131,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("patch status of pool %s: %w", pool.Name, err)
 		}
 	}
+	logger := log.FromContext(ctx)
+	wasDegraded := meta.IsStatusConditionTrue(before.Status.Conditions, v1alpha1.PoolRenderDegraded)
 	if renderErr != nil {
 		// Tell people once per distinct problem, not on every reconcile.
 		if old := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.PoolRenderDegraded); old == nil ||
 			old.Status != metav1.ConditionTrue || old.Message != meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.PoolRenderDegraded).Message {
 			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, inputReason(renderErr), "Render", "%s", status.Truncate(renderErr.Error(), 1024))
+			logger.Info("Pool cannot render its MachineConfigs and keeps its configuration",
+				"reason", inputReason(renderErr), "renderedConfig", pool.Status.Configuration.Name, "sources", len(sources),
+				"message", status.Truncate(renderErr.Error(), 1024))
 		}
 		// The input is wrong; retrying will not fix it. A change to any
 		// MachineConfig triggers a new attempt.
 		return ctrl.Result{}, nil
 	}
-	if before.Status.Configuration.Name != rendered.Name {
+	switch {
+	case before.Status.Configuration.Name != rendered.Name:
 		r.Recorder.Eventf(pool, rendered, corev1.EventTypeNormal, v1alpha1.ReasonRendered, "Render", "Rendered %s from %d MachineConfigs", rendered.Name, len(sources))
+		logger.Info("Pool has a new rendered config", "renderedConfig", rendered.Name,
+			"previousConfig", before.Status.Configuration.Name, "sources", len(sources))
+	case wasDegraded:
+		logger.Info("Pool renders its MachineConfigs again", "renderedConfig", rendered.Name, "sources", len(sources))
+	default:
+		logger.V(1).Info("Pool's rendered config is current", "renderedConfig", rendered.Name, "sources", len(sources))
 	}
 	return ctrl.Result{}, r.collectGarbage(ctx, pool)
 }
@@ -277,6 +290,7 @@ func (r *Reconciler) ensureRendered(ctx context.Context, pool *v1alpha1.MachineC
 		if err := r.Client.Create(ctx, rendered); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, storeError("create", rendered.Name, sources, err)
 		}
+		log.FromContext(ctx).V(1).Info("Created rendered config", "renderedConfig", rendered.Name, "sources", sourceNames(sources))
 		return rendered, nil
 	case err != nil:
 		return nil, fmt.Errorf("get %s: %w", rendered.Name, err)
@@ -293,6 +307,7 @@ func (r *Reconciler) ensureRendered(ctx context.Context, pool *v1alpha1.MachineC
 		if err := r.Client.Update(ctx, rendered); err != nil {
 			return nil, storeError("restore", rendered.Name, sources, err)
 		}
+		log.FromContext(ctx).Info("Restored a rendered config whose content no longer matched its name", "renderedConfig", rendered.Name)
 	}
 	return rendered, nil
 }
