@@ -35,14 +35,18 @@ func TestMain(m *testing.M) {
 
 const timeout = 30 * time.Second
 
-func startController(t *testing.T) {
+// startController runs both reconcilers until the test ends; their log,
+// detail included, is kept for the test to read.
+func startController(t *testing.T) *testenv.Logs {
 	t.Helper()
-	env.StartManager(t, ctrl.Options{Cache: cache.Options{ByObject: CacheByObject()}}, func(mgr ctrl.Manager) error {
+	logs := testenv.NewLogs(1)
+	env.StartManager(t, ctrl.Options{Cache: cache.Options{ByObject: CacheByObject()}, Logger: logs.Logger()}, func(mgr ctrl.Manager) error {
 		if err := (&Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("strata-rollout")}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 		return (&DrainReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("strata-drain"), Attempt: 2 * time.Second}).SetupWithManager(mgr)
 	})
+	return logs
 }
 
 func eventually(t *testing.T, what string, check func() error) {
@@ -275,7 +279,7 @@ func TestRolloutTakesMaxUnavailableNodesAtATime(t *testing.T) {
 	})
 	cfg := "rendered-roll-1"
 	f.layer(cfg, image('a'))
-	startController(t)
+	logs := startController(t)
 
 	first := f.waitTaken(cfg, image('a'), 2)
 	if !slices.Equal(first, []string{"roll-0", "roll-1"}) {
@@ -305,6 +309,14 @@ func TestRolloutTakesMaxUnavailableNodesAtATime(t *testing.T) {
 	f.finish("roll-3")
 	f.waitCondition(v1alpha1.PoolUpdated, "True", v1alpha1.ReasonAllNodesUpdated, "All 4 nodes run rendered-roll-1 ("+image('a')+")")
 	f.waitCondition(v1alpha1.PoolUpdating, "False", "", "")
+	// The log tells each node's new desired state and the pool's
+	// transitions, with the names an operator searches for.
+	for _, node := range []string{"roll-0", "roll-1", "roll-2", "roll-3"} {
+		logs.Wait(t, timeout, "Node's desired state changed", map[string]string{"name": "roll", "node": node,
+			"desiredConfig": cfg, "desiredImage": image('a'), "previousImage": ""})
+	}
+	logs.Wait(t, timeout, "Pool condition changed", map[string]string{"name": "roll", "type": v1alpha1.PoolUpdated, "status": "True", "reason": v1alpha1.ReasonAllNodesUpdated})
+	logs.Wait(t, timeout, "Planned the rollout", map[string]string{"name": "roll", "level": "1", "targetImage": image('a')})
 	p := f.poolObj()
 	if p.Status.MachineCount != 4 || p.Status.UpdatedMachineCount != 4 || p.Status.ReadyMachineCount != 4 || p.Status.UnavailableMachineCount != 0 {
 		t.Errorf("counts %+v", p.Status)
