@@ -60,3 +60,22 @@ func TestDaemonNeedsNodeName(t *testing.T) {
 		t.Errorf("strata-daemon without a node: %v, output %q; want a non-zero exit that names --node-name", err, b)
 	}
 }
+
+// TestLogFlags: both long-running binaries take controller-runtime's
+// --zap-* flags, refuse a bad level, and log structured JSON by default.
+func TestLogFlags(t *testing.T) {
+	for _, name := range []string{"strata-controller", "strata-daemon"} {
+		t.Run(name, func(t *testing.T) {
+			bin := build(t, name)
+			out, _ := run(bin, "--help")
+			for _, flag := range []string{"--zap-log-level", "--zap-encoder", "--zap-devel", "--zap-stacktrace-level"} {
+				if !strings.Contains(out, flag) {
+					t.Errorf("--help does not list %s", flag)
+				}
+			}
+			if out, code := run(bin, "--zap-log-level=loud"); code == 0 || !strings.Contains(out, "zap-log-level") {
+				t.Errorf("--zap-log-level=loud: exit %d, output %q; want a non-zero exit that names the flag", code, out)
+			}
+		})
+	}
+}

@@ -20,7 +20,10 @@
 // or /usr/etc, kernel arguments with control characters or an unclosed
 // double quote, extension names OpenShift does not know,
 // kernelArguments.shouldNotExist (an image can add kernel arguments, not
-// remove the base image's), and any change to users or groups (below).
+// remove the base image's), any change to users or groups (below), and
+// file contents and appends that, decoded, add up to more than
+// MaxContentSize in one config (limits.go): decoding stops at the entry
+// that passes it, which the error names.
 //
 // # What goes where
 //

@@ -18,11 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// maxFileSize bounds a decompressed file. A MachineConfig is stored in etcd
-// (at most about 1.5 MiB), but gzip lets that expand a thousandfold; an
-// image is not the place for such files anyway.
-const maxFileSize = 64 << 20
-
 // hasSource reports whether a resource names content. Ignition treats an
 // empty source like an absent one.
 func hasSource(r ign.Resource) bool {
@@ -31,8 +26,10 @@ func hasSource(r ign.Resource) bool {
 
 // decodeResource returns the bytes a resource stands for. Only data: URLs
 // are accepted: a build must not depend on a server being up, and the same
-// inputs must always give the same image.
-func decodeResource(r ign.Resource, fldPath *field.Path) ([]byte, *field.Error) {
+// inputs must always give the same image. More than limit bytes are
+// refused with contentTooLarge (a "Too long" error); gzip data is
+// decompressed no further than one byte past limit.
+func decodeResource(r ign.Resource, fldPath *field.Path, limit int64) ([]byte, *field.Error) {
 	src := *r.Source
 	u, err := url.Parse(src)
 	if err != nil {
@@ -55,7 +52,7 @@ func decodeResource(r ign.Resource, fldPath *field.Path) ([]byte, *field.Error) 
 		if err != nil {
 			return nil, field.Invalid(fldPath.Child("compression"), "gzip", "content is not gzip data: "+err.Error())
 		}
-		out, err := io.ReadAll(io.LimitReader(zr, maxFileSize+1))
+		out, err := io.ReadAll(io.LimitReader(zr, limit+1))
 		if err == nil {
 			err = zr.Close()
 		}
@@ -66,8 +63,8 @@ func decodeResource(r ign.Resource, fldPath *field.Path) ([]byte, *field.Error) 
 	} else if r.Compression != nil && *r.Compression != "" {
 		return nil, field.NotSupported(fldPath.Child("compression"), *r.Compression, []string{"gzip"})
 	}
-	if len(data) > maxFileSize {
-		return nil, field.TooLong(fldPath.Child("source"), field.OmitValueType{}, maxFileSize)
+	if int64(len(data)) > limit {
+		return nil, contentTooLarge(fldPath)
 	}
 	if r.Verification.Hash != nil {
 		if ferr := verify(data, *r.Verification.Hash, fldPath.Child("verification", "hash")); ferr != nil {

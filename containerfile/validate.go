@@ -169,7 +169,7 @@ func buildPlanParsed(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path, pars
 	if len(parseErrs) > 0 {
 		return nil, append(errs, parseErrs...)
 	}
-	w := &walker{plan: p, path: cfgPath}
+	w := &walker{plan: p, path: cfgPath, content: newContentBudget()}
 	w.ignitionSection(&cfg)
 	w.storage(&cfg.Storage)
 	w.systemd(&cfg.Systemd)
@@ -202,8 +202,9 @@ func buildPlanParsed(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path, pars
 // walker collects the plan and the errors of one Ignition config.
 type walker struct {
 	*plan
-	path *field.Path // spec.config
-	errs field.ErrorList
+	path    *field.Path // spec.config
+	errs    field.ErrorList
+	content contentBudget // of the decoded files and appends, see limits.go
 }
 
 func (w *walker) fail(err *field.Error) { w.errs = append(w.errs, err) }
@@ -326,11 +327,8 @@ func (w *walker) file(f *ign.File, fp *field.Path, baked, node map[string]bool) 
 	uid, gid, user, group, ok := w.node(&f.Node, fp)
 	var contents []byte
 	if hasSource(f.Contents) {
-		data, ferr := decodeResource(f.Contents, fp.Child("contents"))
-		if ferr != nil {
-			w.fail(ferr)
-			ok = false
-		}
+		data, decoded := w.content.decode(f.Contents, fp.Child("contents"), w.fail)
+		ok = ok && decoded
 		contents = data
 	}
 	var appends [][]byte
@@ -341,9 +339,8 @@ func (w *walker) file(f *ign.File, fp *field.Path, baked, node map[string]bool) 
 			ok = false
 			continue
 		}
-		data, ferr := decodeResource(a, ap)
-		if ferr != nil {
-			w.fail(ferr)
+		data, decoded := w.content.decode(a, ap, w.fail)
+		if !decoded {
 			ok = false
 			continue
 		}

@@ -29,7 +29,8 @@ const IgnitionVersion = "3.5.0"
 //   - osImageURL: the last non-empty value wins.
 //
 // The result's Ignition config is canonical JSON at IgnitionVersion, so equal
-// content gives equal bytes (and an equal Hash).
+// content gives equal bytes (and an equal Hash). A result that could not be
+// stored as a MachineConfig (see MaxRenderedSize) is a *TooLargeError.
 func Merge(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec, error) {
 	spec, _, err := MergeIgnition(configs)
 	return spec, err
@@ -94,6 +95,17 @@ func MergeIgnition(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec
 			out.Extensions = append(out.Extensions, ext)
 		}
 		slices.Sort(out.Extensions)
+	}
+	enc, err := json.Marshal(out)
+	if err != nil {
+		return v1alpha1.MachineConfigSpec{}, igntypes.Config{}, fmt.Errorf("encode merged spec: %w", err)
+	}
+	if len(enc) > MaxRenderedSize {
+		names := make([]string, len(sorted))
+		for i := range sorted {
+			names[i] = sorted[i].Name
+		}
+		return v1alpha1.MachineConfigSpec{}, igntypes.Config{}, &TooLargeError{Sources: names, Size: len(enc)}
 	}
 	return out, merged, nil
 }

@@ -10,8 +10,9 @@ const (
 	PoolDegraded = "Degraded"
 	// PoolNodeDegraded: at least one node failed its update.
 	PoolNodeDegraded = "NodeDegraded"
-	// PoolRenderDegraded: a selected MachineConfig is invalid; the pool
-	// keeps its last good configuration.
+	// PoolRenderDegraded: a selected MachineConfig is invalid, or their
+	// merge is too large to store; the pool keeps its last good
+	// configuration.
 	PoolRenderDegraded = "RenderDegraded"
 	// PoolImageBuildDegraded: the newest image build failed; nodes keep
 	// the image they run.
@@ -41,6 +42,7 @@ const (
 const (
 	ReasonAsExpected       = "AsExpected"
 	ReasonInvalidConfig    = "InvalidMachineConfig"
+	ReasonConfigTooLarge   = "RenderedConfigTooLarge"
 	ReasonRendered         = "Rendered"
 	ReasonNoConfigSelected = "NoMachineConfigSelected"
 	ReasonBuildFailed      = "BuildFailed"

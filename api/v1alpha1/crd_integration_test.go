@@ -2,17 +2,21 @@ package v1alpha1_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/testenv"
@@ -30,39 +34,94 @@ func TestMain(m *testing.M) {
 
 const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
+// TestSamplesAreAccepted creates what `kubectl apply -k config/samples/`
+// does, and the MachineOSBuild example, and checks that the samples can be
+// followed: every Secret the MachineOSConfigs name is among them, and none
+// is a MachineOSBuild, which only the build controller makes (one made by
+// hand never completes).
 func TestSamplesAreAccepted(t *testing.T) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths, err := filepath.Glob(filepath.Join(root, "config", "samples", "machineconfiguration_*.yaml"))
-	if err != nil || len(paths) < 4 {
-		t.Fatalf("want a sample per kind, found %v (%v)", paths, err)
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "strata-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "config", "samples")
+	raw, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kustomization struct {
+		Resources []string `json:"resources"`
+	}
+	if err := sigsyaml.UnmarshalStrict(raw, &kustomization); err != nil {
+		t.Fatalf("kustomization.yaml: %v", err)
+	}
+	var samples []*unstructured.Unstructured
+	for _, name := range kustomization.Resources {
+		samples = append(samples, decodeAll(t, filepath.Join(dir, name))...)
 	}
 	kinds := map[string]bool{}
-	for _, path := range paths {
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
+	secrets := map[string]bool{}
+	for _, obj := range samples {
+		kinds[obj.GetKind()] = true
+		if obj.GetKind() == "Secret" && obj.GetNamespace() == "strata-system" {
+			secrets[obj.GetName()] = true
 		}
-		dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-		for {
-			obj := &unstructured.Unstructured{}
-			if err := dec.Decode(&obj.Object); err != nil {
-				break
-			}
-			if err := env.Client.Create(context.Background(), obj); err != nil {
-				t.Errorf("%s: %s %s rejected: %v", filepath.Base(path), obj.GetKind(), obj.GetName(), err)
-			}
-			kinds[obj.GetKind()] = true
-		}
-		f.Close()
 	}
-	for _, kind := range []string{"MachineConfig", "MachineConfigPool", "MachineOSConfig", "MachineOSBuild"} {
+	for _, kind := range []string{"MachineConfig", "MachineConfigPool", "MachineOSConfig", "Secret"} {
 		if !kinds[kind] {
 			t.Errorf("no sample of kind %s", kind)
 		}
 	}
+	if kinds["MachineOSBuild"] {
+		t.Error("a sample MachineOSBuild: only the build controller makes them; one made by hand never completes")
+	}
+	for _, obj := range samples {
+		if obj.GetKind() != "MachineOSConfig" {
+			continue
+		}
+		for _, field := range []string{"baseImagePullSecret", "renderedImagePushSecret", "renderedImagePullSecret"} {
+			name, found, _ := unstructured.NestedString(obj.Object, "spec", field, "name")
+			if found && !secrets[name] {
+				t.Errorf("MachineOSConfig %s: spec.%s names Secret strata-system/%s, which no sample creates", obj.GetName(), field, name)
+			}
+		}
+	}
+
+	example := decodeAll(t, filepath.Join("testdata", "machineosbuild.yaml"))
+	for _, obj := range append(samples, example...) {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Errorf("%s %s rejected: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+}
+
+// decodeAll reads every object of a YAML file.
+func decodeAll(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var objs []*unstructured.Unstructured
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		objs = append(objs, obj)
+	}
+	if len(objs) == 0 {
+		t.Fatalf("%s holds no object", path)
+	}
+	return objs
 }
 
 func TestShortNamesAndStatusSubresource(t *testing.T) {

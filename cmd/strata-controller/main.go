@@ -4,6 +4,7 @@ package main
 
 import (
 	"errors"
+	goflag "flag"
 	"fmt"
 	"maps"
 	"os"
@@ -33,6 +34,7 @@ type options struct {
 	leaderElect     bool
 	renderedHistory int
 	configFile      string
+	zap             zap.Options
 }
 
 // fileConfig is the controller's configuration file.
@@ -64,6 +66,12 @@ daemons ask).`,
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles at a time")
 	f.IntVar(&o.renderedHistory, "rendered-config-history", render.DefaultHistory, "unused rendered MachineConfigs kept per pool")
 	f.StringVar(&o.configFile, "config", "", "YAML configuration file (build: builderImage, namespace, placement, insecureRegistries, history, ...)")
+	// controller-runtime's --zap-* flags: --zap-log-level=debug (or 1, 2)
+	// shows the reconcilers' V(1) detail, --zap-encoder=console reads
+	// better by eye than the default JSON, --zap-devel sets both.
+	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
+	o.zap.BindFlags(zfs)
+	f.AddGoFlagSet(zfs)
 	version.Apply(cmd)
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "strata-controller:", err)
@@ -88,7 +96,7 @@ func run(o options) error {
 	if fc.Build.Namespace == "" {
 		fc.Build.Namespace = namespace
 	}
-	ctrl.SetLogger(zap.New())
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("setup")
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -140,6 +148,7 @@ func run(o options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
+	log.Info("Starting", "version", version.Version, "buildNamespace", fc.Build.Namespace, "builds", fc.Build.BuilderImage != "")
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -77,6 +78,11 @@ func TestDaemonBinary(t *testing.T) {
 
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bin-node"}}
 	must(t, env.Client.Create(ctx, node))
+	t.Cleanup(func() {
+		if err := env.Client.Delete(context.Background(), node); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete node %s: %v", node.Name, err)
+		}
+	})
 	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
 	must(t, env.Client.Status().Update(ctx, node))
 	mustCreate(t, env.Client, &v1alpha1.MachineConfig{

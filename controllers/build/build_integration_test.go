@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
@@ -348,7 +349,9 @@ func TestBuildInterruptAndReuse(t *testing.T) {
 	startController(t, f.reg, 0)
 	succeeded := testutil.ToFloat64(buildsTotal.WithLabelValues("Succeeded"))
 	interrupted := testutil.ToFloat64(buildsTotal.WithLabelValues("Interrupted"))
-	durations := testutil.CollectAndCount(buildDuration)
+	testStart := time.Now()
+	succeededRuns, succeededSeconds := observedDurations(t, "Succeeded")
+	interruptedRuns, _ := observedDurations(t, "Interrupted")
 	f.mosc()
 
 	a := waitBuild(t, "reuse")
@@ -419,9 +422,40 @@ func TestBuildInterruptAndReuse(t *testing.T) {
 	if got := testutil.ToFloat64(buildsTotal.WithLabelValues("Interrupted")) - interrupted; got != 1 {
 		t.Errorf("strata_builds_total{result=Interrupted} rose by %v, want 1", got)
 	}
-	if got := testutil.CollectAndCount(buildDuration); got <= durations && durations == 0 {
-		t.Errorf("no build duration was observed (%d series)", got)
+	// A's duration is observed once: from its Job's start (a second
+	// before finishPod) to its end, so at least that second and at most
+	// the test's time. B never started, so it has none.
+	runs, seconds := observedDurations(t, "Succeeded")
+	if d := seconds - succeededSeconds; runs != succeededRuns+1 || d < 0.5 || d > time.Since(testStart).Seconds()+1 {
+		t.Errorf("strata_build_duration_seconds{result=Succeeded} rose by %d observations of %.3fs in all, want 1 of 1s to %.0fs (build A)",
+			runs-succeededRuns, d, time.Since(testStart).Seconds()+1)
 	}
+	if runs, _ := observedDurations(t, "Interrupted"); runs != interruptedRuns {
+		t.Errorf("strata_build_duration_seconds{result=Interrupted} rose by %d observations, want none: B never started", runs-interruptedRuns)
+	}
+}
+
+// observedDurations is the count and sum of strata_build_duration_seconds
+// for result, as the metrics endpoint serves them.
+func observedDurations(t *testing.T, result string) (uint64, float64) {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() != "strata_build_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+				}
+			}
+		}
+	}
+	return 0, 0
 }
 
 func assertNoSecret(t *testing.T, password string, objs ...client.Object) {
@@ -548,6 +582,11 @@ func TestHistorySparesImagesNodesUse(t *testing.T) {
 			// A node still runs the first image.
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "hist-node", Annotations: map[string]string{v1alpha1.CurrentImageAnnotation: images[0]}}}
 			f.create(node)
+			t.Cleanup(func() {
+				if err := env.Client.Delete(context.Background(), node); err != nil && !apierrors.IsNotFound(err) {
+					t.Errorf("delete node %s: %v", node.Name, err)
+				}
+			})
 		}
 	}
 	// Kept: the current (4), the one a node runs (1), and one more of

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
@@ -96,18 +97,25 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	helper := r.helper(ctx)
+	logger := log.FromContext(ctx).WithValues("request", want)
 	switch {
 	case strings.HasPrefix(want, v1alpha1.UncordonRequestPrefix):
 		if err := drain.RunCordonOrUncordon(helper, node, false); err != nil {
 			return ctrl.Result{}, fmt.Errorf("uncordon node %s: %w", node.Name, err)
 		}
 		r.Recorder.Eventf(node, nil, corev1.EventTypeNormal, "Uncordoned", "Uncordon", "Node %s is schedulable again after its update", node.Name)
-		return ctrl.Result{}, r.acknowledge(ctx, node, want, nil)
+		if err := r.acknowledge(ctx, node, want, nil); err != nil {
+			return ctrl.Result{}, err
+		}
+		logger.Info("Node uncordoned")
+		return ctrl.Result{}, nil
 	case !strings.HasPrefix(want, v1alpha1.DrainRequestPrefix):
 		// Not a request this version understands; the daemon writes it.
+		logger.V(1).Info("Ignoring a drain request this version does not understand")
 		return ctrl.Result{}, nil
 	case node.Annotations[v1alpha1.StateAnnotation] == v1alpha1.NodeStateDegraded:
 		// A drain that timed out: the node is left cordoned for a person.
+		logger.V(1).Info("Not draining a Degraded node; it is left cordoned for a person")
 		return ctrl.Result{}, nil
 	}
 
@@ -121,7 +129,11 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	drainErr := drain.RunNodeDrain(helper, node.Name)
 	if drainErr == nil {
 		r.Recorder.Eventf(node, nil, corev1.EventTypeNormal, "Drained", "Drain", "Node %s is drained for its update", node.Name)
-		return ctrl.Result{}, r.acknowledge(ctx, node, want, nil)
+		if err := r.acknowledge(ctx, node, want, nil); err != nil {
+			return ctrl.Result{}, err
+		}
+		logger.Info("Drain finished", "elapsed", time.Since(started).Round(time.Second).String())
+		return ctrl.Result{}, nil
 	}
 	timeout, err := r.drainTimeout(ctx, node)
 	if err != nil {
@@ -129,6 +141,8 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	if time.Since(started) < timeout {
 		// Blocked by a budget or pods still terminating: try again.
+		logger.V(1).Info("Drain blocked; trying again", "elapsed", time.Since(started).Round(time.Second).String(),
+			"drainTimeout", timeout.String(), "error", drainErr.Error())
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	why := r.blockers(ctx, node.Name)
@@ -137,7 +151,11 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	reason := fmt.Sprintf("Drain timed out after %s (drainTimeout); the node is left cordoned: %s", timeout, why)
 	r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, "DrainFailed", "Drain", "%s", reason)
-	return ctrl.Result{}, r.acknowledge(ctx, node, "", &reason)
+	if err := r.acknowledge(ctx, node, "", &reason); err != nil {
+		return ctrl.Result{}, err
+	}
+	logger.Info("Drain timed out; the node is left cordoned and Degraded", "drainTimeout", timeout.String(), "blockers", why)
+	return ctrl.Result{}, nil
 }
 
 // refusedAtOnce drops Retry-After from 429 answers (an eviction a budget
@@ -189,6 +207,7 @@ func (r *DrainReconciler) markStarted(ctx context.Context, node *corev1.Node) (t
 	if _, err := r.Kube.CoreV1().Nodes().Patch(ctx, node.Name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
 		return now, fmt.Errorf("record the drain start of node %s: %w", node.Name, err)
 	}
+	log.FromContext(ctx).Info("Drain started", "request", node.Annotations[v1alpha1.DesiredDrainAnnotation])
 	return now, nil
 }
 

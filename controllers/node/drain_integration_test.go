@@ -18,7 +18,7 @@ import (
 
 func TestDrainAndUncordonOnRequest(t *testing.T) {
 	f := newFixture(t, "drain", 1, nil)
-	startController(t)
+	logs := startController(t)
 	f.annotate("drain-0", v1alpha1.NodePoolAnnotation, "drain", v1alpha1.DesiredDrainAnnotation, "drain-k1")
 	eventually(t, "drained", func() error {
 		n := f.node("drain-0")
@@ -38,6 +38,11 @@ func TestDrainAndUncordonOnRequest(t *testing.T) {
 		}
 		return nil
 	})
+	for _, l := range []struct{ msg, request string }{
+		{"Drain started", "drain-k1"}, {"Drain finished", "drain-k1"}, {"Node uncordoned", "uncordon-k1"},
+	} {
+		logs.Wait(t, timeout, l.msg, map[string]string{"name": "drain-0", "request": l.request})
+	}
 }
 
 func TestDrainPastItsTimeoutDegradesTheNodeAndNamesTheBudget(t *testing.T) {
@@ -62,7 +67,7 @@ func TestDrainPastItsTimeoutDegradesTheNodeAndNamesTheBudget(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "keep-one"},
 		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}},
 	}))
-	startController(t)
+	logs := startController(t)
 	f.annotate("pdb-0", v1alpha1.NodePoolAnnotation, "pdb", v1alpha1.DesiredDrainAnnotation, "drain-k2")
 	eventually(t, "degraded by the drain timeout", func() error {
 		n := f.node("pdb-0")
@@ -86,5 +91,10 @@ func TestDrainPastItsTimeoutDegradesTheNodeAndNamesTheBudget(t *testing.T) {
 	}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil || pod.DeletionTimestamp != nil {
 		t.Errorf("the guarded pod was evicted despite its budget: %v", err)
+	}
+	logs.Wait(t, timeout, "Drain blocked; trying again", map[string]string{"name": "pdb-0", "request": "drain-k2", "level": "1"})
+	timedOut := logs.Wait(t, timeout, "Drain timed out; the node is left cordoned and Degraded", map[string]string{"name": "pdb-0", "request": "drain-k2", "drainTimeout": "3s"})
+	if b, _ := timedOut["blockers"].(string); !strings.Contains(b, "PodDisruptionBudget "+ns.Name+"/keep-one") {
+		t.Errorf("the timeout's log names blockers %q, want the budget", b)
 	}
 }

@@ -9,12 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -151,6 +153,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	s.result = plan.Plan(planPool(pool), s.target.Target, nodes.plan)
+	log.FromContext(ctx).V(1).Info("Planned the rollout", "targetConfig", s.target.Config, "targetImage", s.target.Image,
+		"waiting", s.target.Waiting, "actions", len(s.result.Actions), "updated", s.result.UpdatedCount, "machines", s.result.MachineCount)
 	s.nodeErr = r.apply(ctx, s, nodes.byName)
 
 	if err := r.writeStatus(ctx, s); err != nil {
@@ -234,6 +238,10 @@ func (r *Reconciler) apply(ctx context.Context, s *scope, nodes map[string]*core
 			errs = append(errs, fmt.Errorf("set the desired state of node %s: %w", a.Node, err))
 			continue
 		}
+		// An empty image is the node's original one.
+		log.FromContext(ctx).Info("Node's desired state changed", "node", a.Node,
+			"desiredConfig", a.Config, "desiredImage", a.Image,
+			"previousConfig", n.Annotations[v1alpha1.DesiredConfigAnnotation], "previousImage", n.Annotations[v1alpha1.DesiredImageAnnotation])
 		r.Recorder.Eventf(s.pool, next, corev1.EventTypeNormal, "NodeUpdateStarted", "Update",
 			"Node %s: desired config %s, image %s", a.Node, a.Config, a.Image)
 	}
@@ -249,6 +257,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope) error {
 	}
 	if err := status.Patch(ctx, r.Client, s.pool, next); err != nil {
 		return fmt.Errorf("write status of pool %s: %w", s.pool.Name, err)
+	}
+	for _, t := range []string{v1alpha1.PoolUpdated, v1alpha1.PoolNodeDegraded} {
+		old, now := meta.FindStatusCondition(s.pool.Status.Conditions, t), meta.FindStatusCondition(next.Status.Conditions, t)
+		if now != nil && (old == nil || old.Status != now.Status || old.Reason != now.Reason) {
+			log.FromContext(ctx).Info("Pool condition changed", "type", t, "status", now.Status, "reason", now.Reason, "message", now.Message)
+		}
 	}
 	return nil
 }

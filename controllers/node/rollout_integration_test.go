@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,14 +35,18 @@ func TestMain(m *testing.M) {
 
 const timeout = 30 * time.Second
 
-func startController(t *testing.T) {
+// startController runs both reconcilers until the test ends; their log,
+// detail included, is kept for the test to read.
+func startController(t *testing.T) *testenv.Logs {
 	t.Helper()
-	env.StartManager(t, ctrl.Options{Cache: cache.Options{ByObject: CacheByObject()}}, func(mgr ctrl.Manager) error {
+	logs := testenv.NewLogs(1)
+	env.StartManager(t, ctrl.Options{Cache: cache.Options{ByObject: CacheByObject()}, Logger: logs.Logger()}, func(mgr ctrl.Manager) error {
 		if err := (&Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("strata-rollout")}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 		return (&DrainReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("strata-drain"), Attempt: 2 * time.Second}).SetupWithManager(mgr)
 	})
+	return logs
 }
 
 func eventually(t *testing.T, what string, check func() error) {
@@ -116,8 +121,18 @@ func (f *fixture) addNode(name string, labels map[string]string, original string
 		v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
 	}}}
 	must(f.t, env.Client.Create(ctx, n))
+	f.t.Cleanup(func() { deleteNode(f.t, name) })
 	f.setReady(name, true)
 	return name
+}
+
+// deleteNode removes a test's node, so that no later test's pool sees it.
+func deleteNode(t *testing.T, name string) {
+	t.Helper()
+	err := env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("delete node %s: %v", name, err)
+	}
 }
 
 func (f *fixture) setReady(name string, ready bool) {
@@ -264,7 +279,7 @@ func TestRolloutTakesMaxUnavailableNodesAtATime(t *testing.T) {
 	})
 	cfg := "rendered-roll-1"
 	f.layer(cfg, image('a'))
-	startController(t)
+	logs := startController(t)
 
 	first := f.waitTaken(cfg, image('a'), 2)
 	if !slices.Equal(first, []string{"roll-0", "roll-1"}) {
@@ -294,6 +309,14 @@ func TestRolloutTakesMaxUnavailableNodesAtATime(t *testing.T) {
 	f.finish("roll-3")
 	f.waitCondition(v1alpha1.PoolUpdated, "True", v1alpha1.ReasonAllNodesUpdated, "All 4 nodes run rendered-roll-1 ("+image('a')+")")
 	f.waitCondition(v1alpha1.PoolUpdating, "False", "", "")
+	// The log tells each node's new desired state and the pool's
+	// transitions, with the names an operator searches for.
+	for _, node := range []string{"roll-0", "roll-1", "roll-2", "roll-3"} {
+		logs.Wait(t, timeout, "Node's desired state changed", map[string]string{"name": "roll", "node": node,
+			"desiredConfig": cfg, "desiredImage": image('a'), "previousImage": ""})
+	}
+	logs.Wait(t, timeout, "Pool condition changed", map[string]string{"name": "roll", "type": v1alpha1.PoolUpdated, "status": "True", "reason": v1alpha1.ReasonAllNodesUpdated})
+	logs.Wait(t, timeout, "Planned the rollout", map[string]string{"name": "roll", "level": "1", "targetImage": image('a')})
 	p := f.poolObj()
 	if p.Status.MachineCount != 4 || p.Status.UpdatedMachineCount != 4 || p.Status.ReadyMachineCount != 4 || p.Status.UnavailableMachineCount != 0 {
 		t.Errorf("counts %+v", p.Status)

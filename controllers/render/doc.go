@@ -5,5 +5,7 @@
 //
 // Invalid input never reaches a node: when a selected MachineConfig fails
 // validation the pool reports RenderDegraded, naming the MachineConfig and
-// the field, and keeps its last good configuration.
+// the field, and keeps its last good configuration. So it does when the
+// merge is too large to store as a MachineConfig (RenderedConfigTooLarge):
+// a Create the API server refuses would fail the same way on every retry.
 package render

@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/history"
@@ -46,8 +47,12 @@ func (r *Reconciler) collectGarbage(ctx context.Context, pool *v1alpha1.MachineC
 	slices.SortFunc(unused, func(a, b v1alpha1.MachineConfig) int { return history.NewestFirst(&a, &b) })
 	for i := keep; i < len(unused); i++ {
 		mc := &unused[i]
-		if err := r.Client.Delete(ctx, mc, client.Preconditions{UID: &mc.UID}); err != nil && !apierrors.IsNotFound(err) {
+		switch err := r.Client.Delete(ctx, mc, client.Preconditions{UID: &mc.UID}); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
 			return fmt.Errorf("delete old rendered config %s: %w", mc.Name, err)
+		default:
+			log.FromContext(ctx).Info("Deleted an unused rendered config", "renderedConfig", mc.Name, "history", keep)
 		}
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -115,8 +116,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	name, spec, renderErr := Render(pool.Name, sources)
 	switch {
 	case renderErr == nil:
-		if rendered, err = r.ensureRendered(ctx, pool, name, spec, sources); err != nil {
-			return ctrl.Result{}, err
+		rendered, renderErr = r.ensureRendered(ctx, pool, name, spec, sources)
+		if renderErr != nil && !isInputError(renderErr) {
+			return ctrl.Result{}, renderErr
 		}
 	case !isInputError(renderErr):
 		return ctrl.Result{}, renderErr
@@ -129,18 +131,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("patch status of pool %s: %w", pool.Name, err)
 		}
 	}
+	logger := log.FromContext(ctx)
+	wasDegraded := meta.IsStatusConditionTrue(before.Status.Conditions, v1alpha1.PoolRenderDegraded)
 	if renderErr != nil {
 		// Tell people once per distinct problem, not on every reconcile.
 		if old := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.PoolRenderDegraded); old == nil ||
 			old.Status != metav1.ConditionTrue || old.Message != meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.PoolRenderDegraded).Message {
-			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidConfig, "Render", "%s", status.Truncate(renderErr.Error(), 1024))
+			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, inputReason(renderErr), "Render", "%s", status.Truncate(renderErr.Error(), 1024))
+			logger.Info("Pool cannot render its MachineConfigs and keeps its configuration",
+				"reason", inputReason(renderErr), "renderedConfig", pool.Status.Configuration.Name, "sources", len(sources),
+				"message", status.Truncate(renderErr.Error(), 1024))
 		}
 		// The input is wrong; retrying will not fix it. A change to any
 		// MachineConfig triggers a new attempt.
 		return ctrl.Result{}, nil
 	}
-	if before.Status.Configuration.Name != rendered.Name {
+	switch {
+	case before.Status.Configuration.Name != rendered.Name:
 		r.Recorder.Eventf(pool, rendered, corev1.EventTypeNormal, v1alpha1.ReasonRendered, "Render", "Rendered %s from %d MachineConfigs", rendered.Name, len(sources))
+		logger.Info("Pool has a new rendered config", "renderedConfig", rendered.Name,
+			"previousConfig", before.Status.Configuration.Name, "sources", len(sources))
+	case wasDegraded:
+		logger.Info("Pool renders its MachineConfigs again", "renderedConfig", rendered.Name, "sources", len(sources))
+	default:
+		logger.V(1).Info("Pool's rendered config is current", "renderedConfig", rendered.Name, "sources", len(sources))
 	}
 	return ctrl.Result{}, r.collectGarbage(ctx, pool)
 }
@@ -165,15 +179,51 @@ func (r *Reconciler) selectSources(ctx context.Context, pool *v1alpha1.MachineCo
 	return sources, err
 }
 
-// inputError is an error in what a person wrote; it becomes a condition,
-// not a retry.
-type inputError struct{ msg string }
+// inputError is an error in what a person wrote; it becomes a condition
+// with reason (ReasonInvalidConfig when empty), not a retry.
+type inputError struct{ msg, reason string }
 
 func (e *inputError) Error() string { return e.msg }
 
 func isInputError(err error) bool {
 	var ie *inputError
 	return errors.As(err, &ie)
+}
+
+// inputReason is the condition reason of an input error.
+func inputReason(err error) string {
+	var ie *inputError
+	if errors.As(err, &ie) && ie.reason != "" {
+		return ie.reason
+	}
+	return v1alpha1.ReasonInvalidConfig
+}
+
+// refusedAsTooLarge tells whether the API server refused to store an
+// object for its size. Only a request over the API server's own limit
+// comes back as 413; etcd's refusal (over --max-request-bytes, or over the
+// gRPC message limit between the two) is passed on as an internal error
+// that carries etcd's message.
+func refusedAsTooLarge(err error) bool {
+	if apierrors.IsRequestEntityTooLargeError(err) {
+		return true
+	}
+	if !apierrors.IsInternalError(err) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "etcdserver: request is too large") || strings.Contains(msg, "trying to send message larger than max")
+}
+
+// storeError turns the API server's refusal of a rendered config for its
+// size into an input error: retrying would fail the same way.
+func storeError(verb, name string, sources []v1alpha1.MachineConfig, err error) error {
+	if refusedAsTooLarge(err) {
+		return &inputError{reason: v1alpha1.ReasonConfigTooLarge, msg: fmt.Sprintf(
+			"the API server refused to store rendered config %s of MachineConfigs %s as too large (%v): move large files into the image (the MachineOSConfig's containerFile), compress them (contents.compression: gzip), or select fewer MachineConfigs",
+			name, sourceNames(sources), err)}
+	}
+	return fmt.Errorf("%s %s: %w", verb, name, err)
 }
 
 // validateSources checks every selected MachineConfig with the renderer's
@@ -194,13 +244,18 @@ func validateSources(sources []v1alpha1.MachineConfig) error {
 
 // Render is the pure core of the controller: it validates the sources,
 // merges them, validates the merge and names the result. An error in the
-// input is an *inputError naming the MachineConfig and the field.
+// input is an *inputError naming the MachineConfig and the field; a merge
+// too large to store as a MachineConfig is one with ReasonConfigTooLarge.
 func Render(pool string, sources []v1alpha1.MachineConfig) (name string, spec v1alpha1.MachineConfigSpec, err error) {
 	if err := validateSources(sources); err != nil {
 		return "", spec, err
 	}
 	spec, merged, err := machineconfig.MergeIgnition(sources)
-	if err != nil {
+	var tooLarge *machineconfig.TooLargeError
+	switch {
+	case errors.As(err, &tooLarge):
+		return "", spec, &inputError{msg: err.Error(), reason: v1alpha1.ReasonConfigTooLarge}
+	case err != nil:
 		return "", spec, &inputError{msg: err.Error()}
 	}
 	// Each source is valid alone; their merge must be too (two configs may
@@ -233,8 +288,9 @@ func (r *Reconciler) ensureRendered(ctx context.Context, pool *v1alpha1.MachineC
 			return nil, err
 		}
 		if err := r.Client.Create(ctx, rendered); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("create %s: %w", rendered.Name, err)
+			return nil, storeError("create", rendered.Name, sources, err)
 		}
+		log.FromContext(ctx).V(1).Info("Created rendered config", "renderedConfig", rendered.Name, "sources", sourceNames(sources))
 		return rendered, nil
 	case err != nil:
 		return nil, fmt.Errorf("get %s: %w", rendered.Name, err)
@@ -249,8 +305,9 @@ func (r *Reconciler) ensureRendered(ctx context.Context, pool *v1alpha1.MachineC
 		rendered.Annotations[v1alpha1.GeneratedByControllerAnnotation] = version.Version
 		rendered.Annotations[v1alpha1.SourceMachineConfigsAnnotation] = sourceNames(sources)
 		if err := r.Client.Update(ctx, rendered); err != nil {
-			return nil, fmt.Errorf("restore %s: %w", rendered.Name, err)
+			return nil, storeError("restore", rendered.Name, sources, err)
 		}
+		log.FromContext(ctx).Info("Restored a rendered config whose content no longer matched its name", "renderedConfig", rendered.Name)
 	}
 	return rendered, nil
 }

@@ -24,7 +24,7 @@ func setStatus(pool *v1alpha1.MachineConfigPool, rendered *v1alpha1.MachineConfi
 	}
 	if renderErr != nil {
 		cond.Status = metav1.ConditionTrue
-		cond.Reason = v1alpha1.ReasonInvalidConfig
+		cond.Reason = inputReason(renderErr)
 		cond.Message = status.Message(renderErr.Error())
 	} else {
 		cond.Status = metav1.ConditionFalse

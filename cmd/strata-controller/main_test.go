@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/testenv"
+)
+
+// TestControllerLogs runs the built controller against a real apiserver
+// and reads its log as an operator's log pipeline would: every line a
+// JSON object, a pool's new rendered config an entry with the pool and
+// the config's name, and --zap-log-level=debug adding the V(1) detail.
+func TestControllerLogs(t *testing.T) {
+	env := testenv.Start(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "strata-controller")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData}
+	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	cfg.CurrentContext = "envtest"
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(bin, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=debug")
+	cmd.Env = append(cmd.Environ(), "KUBECONFIG="+kubeconfig)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var mu sync.Mutex
+	var lines []string
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			mu.Lock()
+			lines = append(lines, sc.Text())
+			mu.Unlock()
+		}
+	}()
+	// find returns the first entry with msg and the given values, failing
+	// the test at any line that is not a JSON object.
+	find := func(msg string, want map[string]string) (map[string]any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, line := range lines {
+			var e map[string]any
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatalf("log line %q is not JSON: %v", line, err)
+			}
+			if e["msg"] != msg {
+				continue
+			}
+			ok := true
+			for k, v := range want {
+				ok = ok && fmt.Sprint(e[k]) == v
+			}
+			if ok {
+				return e, nil
+			}
+		}
+		return nil, fmt.Errorf("no %q with %v in %d lines:\n%s", msg, want, len(lines), strings.Join(lines, "\n"))
+	}
+	wait := func(msg string, want map[string]string) map[string]any {
+		t.Helper()
+		var e map[string]any
+		testenv.Eventually(t, 30*time.Second, "log "+msg, func() (err error) {
+			e, err = find(msg, want)
+			return err
+		})
+		return e
+	}
+
+	wait("Starting", map[string]string{"logger": "setup", "level": "info", "buildNamespace": "strata-system"})
+	ctx := context.Background()
+	pool := &v1alpha1.MachineConfigPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "logged"},
+		Spec:       v1alpha1.MachineConfigPoolSpec{MachineConfigSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"logged": "true"}}},
+	}
+	if err := env.Client.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	mc := &v1alpha1.MachineConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: "logged-a", Labels: map[string]string{"logged": "true"}},
+		Spec: v1alpha1.MachineConfigSpec{Config: runtime.RawExtension{Raw: []byte(
+			`{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/etc/logged","contents":{"source":"data:,1"}}]}}`)}},
+	}
+	if err := env.Client.Create(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	e := wait("Pool has a new rendered config", map[string]string{"controller": "render", "name": "logged", "sources": "1", "level": "info"})
+	rendered, _ := e["renderedConfig"].(string)
+	if !strings.HasPrefix(rendered, "rendered-logged-") {
+		t.Errorf("renderedConfig %q, want the rendered config's name", rendered)
+	}
+	wait("Created rendered config", map[string]string{"controller": "render", "renderedConfig": rendered, "level": "debug"})
+}

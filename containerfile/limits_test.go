@@ -1,0 +1,104 @@
+package containerfile
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// gzipZeros is a gzip data URL of n zero bytes: a thousandfold smaller
+// than what it decodes to, as a hostile or careless config would be.
+func gzipZeros(t testing.TB, n int) string {
+	t.Helper()
+	var b bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zw.Write(make([]byte, n)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return "data:;base64," + base64.StdEncoding.EncodeToString(b.Bytes())
+}
+
+func gzipFiles(sources ...string) string {
+	var files []string
+	for i, s := range sources {
+		files = append(files, fmt.Sprintf(`{"path":"/etc/big/%d","contents":{"source":%q,"compression":"gzip"}}`, i, s))
+	}
+	return ign35(`"storage":{"files":[` + strings.Join(files, ",") + `]}`)
+}
+
+// TestContentLimitStopsDecoding: sixteen files of 33 MiB each, under a
+// megabyte of gzip data together, would decode to over half a GiB. The
+// walk stops at the file that passes MaxContentSize, names it, and
+// decodes nothing after it.
+func TestContentLimitStopsDecoding(t *testing.T) {
+	src := gzipZeros(t, 33<<20)
+	sources := make([]string, 16)
+	for i := range sources {
+		sources[i] = src
+	}
+	s := spec(gzipFiles(sources...))
+	if len(s.Config.Raw) > 1<<20 {
+		t.Fatalf("setup: the config is %d bytes, want it under a MiB", len(s.Config.Raw))
+	}
+	if _, err := ParseIgnition(s.Config.Raw); err != nil {
+		t.Fatal(err) // parsed (and cached) outside the measurement
+	}
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	errs := ValidateMachineConfigSpec(s, field.NewPath("spec"))
+	runtime.ReadMemStats(&after)
+
+	if len(errs) != 1 {
+		t.Fatalf("errors %v, want exactly one, at the file that passes the limit", errs)
+	}
+	e := errs[0]
+	if e.Type != field.ErrorTypeTooLong || e.Field != "spec.config.storage.files[1].contents" {
+		t.Errorf("error %q: want Too long at spec.config.storage.files[1].contents", e)
+	}
+	if !strings.Contains(e.Error(), fmt.Sprint(MaxContentSize)) {
+		t.Errorf("error %q does not state the limit", e)
+	}
+	t.Logf("validation allocated %d MiB", (after.TotalAlloc-before.TotalAlloc)>>20)
+	// Two files decoded, each read into a growing buffer: a few times the
+	// limit at most. Decoding all sixteen would allocate over a GiB.
+	if got := after.TotalAlloc - before.TotalAlloc; got > 4*MaxContentSize {
+		t.Errorf("validation allocated %d MiB; it must stop decoding at the limit (%d MiB)", got>>20, MaxContentSize>>20)
+	}
+
+	// Render and the daemon's split walk the same plan.
+	if _, err := SplitForNode(s); err == nil || !strings.Contains(err.Error(), "spec.config.storage.files[1].contents") {
+		t.Errorf("SplitForNode: %v, want the same refusal", err)
+	}
+}
+
+// TestContentLimitIsExact: the limit counts the decoded bytes of files
+// and appends together; reaching it is fine, one byte more is not.
+func TestContentLimitIsExact(t *testing.T) {
+	appendOne := func(path, src string) string {
+		return fmt.Sprintf(`{"path":%q,"append":[{"source":%q,"compression":"gzip"}]}`, path, src)
+	}
+	big := gzipZeros(t, MaxContentSize-1)
+	one := gzipZeros(t, 1)
+	at := spec(ign35(`"storage":{"files":[` + appendOne("/etc/a", big) + `,` + appendOne("/etc/b", one) + `]}`))
+	if errs := ValidateMachineConfigSpec(at, field.NewPath("spec")); len(errs) != 0 {
+		t.Errorf("exactly MaxContentSize: %v", errs)
+	}
+	over := spec(ign35(`"storage":{"files":[` + appendOne("/etc/a", big) + `,` + appendOne("/etc/b", gzipZeros(t, 2)) + `]}`))
+	errs := ValidateMachineConfigSpec(over, field.NewPath("spec"))
+	if len(errs) != 1 || errs[0].Field != "spec.config.storage.files[1].append[0]" || errs[0].Type != field.ErrorTypeTooLong {
+		t.Errorf("one byte over MaxContentSize: %v, want Too long at spec.config.storage.files[1].append[0]", errs)
+	}
+}
