@@ -39,8 +39,7 @@ type options struct {
 
 // fileConfig is the controller's configuration file.
 type fileConfig struct {
-	// Build configures image builds; without a builderImage, layered
-	// pools are not built.
+	// Build configures image builds; builderImage is required.
 	Build build.Config `json:"build"`
 }
 
@@ -51,10 +50,10 @@ func main() {
 		Short: "Strata's controller manager: renders, builds and rolls out node OS images",
 		Long: `strata-controller runs Strata's reconcilers against the cluster in
 KUBECONFIG (or the in-cluster config): render (MachineConfigs and a pool to
-a rendered MachineConfig), when --config gives a builder image, build
-(a MachineOSConfig to MachineOSBuilds run as Jobs), and rollout (each
-pool's nodes to its target image a few at a time, draining them when their
-daemons ask).`,
+a rendered MachineConfig), build (a MachineOSConfig to MachineOSBuilds:
+Jobs and configuration layers; --config must name the builder image), and
+rollout (each pool's nodes to its target image a few at a time, draining
+them when their daemons ask).`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -96,6 +95,11 @@ func run(o options) error {
 	if fc.Build.Namespace == "" {
 		fc.Build.Namespace = namespace
 	}
+	// Without a builder no MachineOSConfig can be built: refuse to start
+	// rather than leave every layered pool waiting without a word.
+	if fc.Build.BuilderImage == "" {
+		return errors.New("no build.builderImage in --config: set it to the builder image (Debian with buildah, images/builder) in a registry the cluster pulls from; without it no MachineOSConfig can be built")
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("setup")
 	cfg, err := ctrl.GetConfig()
@@ -121,9 +125,7 @@ func run(o options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the render controller: %w", err)
 	}
-	if fc.Build.BuilderImage == "" {
-		log.Info("No build.builderImage in --config: layered pools are not built")
-	} else if err := (&build.Reconciler{
+	if err := (&build.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("strata-build"),
 		Config:   fc.Build,

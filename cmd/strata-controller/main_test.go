@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -42,7 +44,11 @@ func TestControllerLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(bin, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=debug")
+	config := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(config, []byte("build:\n  builderImage: registry.example.com/strata/builder@sha256:"+strings.Repeat("b", 64)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config", config, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=debug")
 	cmd.Env = append(cmd.Environ(), "KUBECONFIG="+kubeconfig)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -119,4 +125,18 @@ func TestControllerLogs(t *testing.T) {
 		t.Errorf("renderedConfig %q, want the rendered config's name", rendered)
 	}
 	wait("Created rendered config", map[string]string{"controller": "render", "renderedConfig": rendered, "level": "debug"})
+}
+
+// TestControllerNeedsBuilderImage: without a builder no MachineOSConfig
+// can be built, and the controller says so instead of ignoring them all.
+func TestControllerNeedsBuilderImage(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "strata-controller")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--metrics-bind-address=0", "--health-probe-bind-address=0").CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || !strings.Contains(string(out), "build.builderImage") {
+		t.Errorf("strata-controller without a builder image: %v, output %q; want a non-zero exit naming build.builderImage", err, out)
+	}
 }
