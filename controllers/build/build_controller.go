@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -235,6 +236,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	setConfigStatus(s)
+	logProblem(ctx, before, mosc)
 	if err := status.Patch(ctx, r.Client, before, mosc); err != nil {
 		return ctrl.Result{}, fmt.Errorf("patch status of MachineOSConfig %s: %w", mosc.Name, err)
 	}
@@ -266,6 +268,7 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 		return err
 	}
 	name := buildName(s.mosc, in.hash)
+	log.FromContext(ctx).V(1).Info("Inputs", "build", name, "renderedConfig", in.rendered.Name, "base", in.base, "inputsHash", in.hash)
 
 	if _, ok := s.mosc.Annotations[v1alpha1.RebuildAnnotation]; ok {
 		if err := r.rebuild(ctx, s, name); err != nil {
@@ -303,6 +306,7 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 		}
 		if !ok {
 			// The image was deleted from the registry: build it again.
+			log.FromContext(ctx).Info("Image gone from the registry, building again", "build", s.build.Name, "image", s.build.Status.DigestedImagePushSpec)
 			r.Recorder.Eventf(s.build, nil, corev1.EventTypeNormal, "ImageGone", "Rebuild",
 				"Image %s is no longer in the registry; building again", s.build.Status.DigestedImagePushSpec)
 			// Deleting an owned build brings the next reconcile.
@@ -382,6 +386,7 @@ func (r *Reconciler) createBuild(ctx context.Context, s *scope, name string, in 
 	if err := status.Patch(ctx, r.Client, before, b); err != nil {
 		return nil, fmt.Errorf("patch status of MachineOSBuild %s: %w", name, err)
 	}
+	log.FromContext(ctx).Info("Created build", "build", name, "renderedConfig", in.rendered.Name, "base", in.base, "inputsHash", in.hash)
 	r.Recorder.Eventf(b, s.mosc, corev1.EventTypeNormal, v1alpha1.BuildPrepared, "Prepare",
 		"Prepared build of %s on base %s", in.rendered.Name, in.base)
 	return b, nil
@@ -406,6 +411,7 @@ func (r *Reconciler) rebuild(ctx context.Context, s *scope, name string) error {
 		if err := r.deleteBuild(ctx, b); err != nil {
 			return err
 		}
+		log.FromContext(ctx).Info("Rebuilding as asked", "build", name)
 		r.Recorder.Eventf(s.mosc, nil, corev1.EventTypeNormal, "Rebuild", "Rebuild", "Rebuilding %s as asked by the %s annotation", name, v1alpha1.RebuildAnnotation)
 	case err != nil && !apierrors.IsNotFound(err):
 		return err
@@ -433,4 +439,19 @@ func (r *Reconciler) finalize(ctx context.Context, mosc *v1alpha1.MachineOSConfi
 		return r.Client.Update(ctx, mosc)
 	}
 	return nil
+}
+
+// logProblem logs a change of what keeps the MachineOSConfig from being
+// built, once per change, not on every reconcile.
+func logProblem(ctx context.Context, before, after *v1alpha1.MachineOSConfig) {
+	was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConfigDegraded)
+	now := meta.FindStatusCondition(after.Status.Conditions, v1alpha1.ConfigDegraded)
+	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason) {
+		return
+	}
+	if now.Status == metav1.ConditionTrue {
+		log.FromContext(ctx).Info("Cannot build", "reason", now.Reason, "message", now.Message)
+	} else if was != nil && was.Status == metav1.ConditionTrue {
+		log.FromContext(ctx).Info("Can build again", "previousReason", was.Reason)
+	}
 }

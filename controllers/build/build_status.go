@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/poolstatus"
@@ -171,5 +172,6 @@ func (r *Reconciler) releasePool(ctx context.Context, mosc *v1alpha1.MachineOSCo
 	if err := r.Client.Patch(ctx, pool, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("release pool %s: %w", pool.Name, err)
 	}
+	log.FromContext(ctx).Info("Released the pool", "pool", pool.Name)
 	return nil
 }

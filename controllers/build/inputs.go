@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
@@ -164,6 +165,7 @@ func (r *Reconciler) claimPool(ctx context.Context, mosc *v1alpha1.MachineOSConf
 	if err := r.Client.Patch(ctx, pool, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return "", fmt.Errorf("claim pool %s: %w", pool.Name, err)
 	}
+	log.FromContext(ctx).Info("Claimed the pool", "pool", pool.Name)
 	return "", nil
 }
 
@@ -204,9 +206,11 @@ func (r *Reconciler) pinBase(ctx context.Context, s *scope, spec, fieldName stri
 		return ""
 	}
 	if pinned != nil && pinned.DigestedPullSpec != base {
+		log.FromContext(ctx).Info("Base image updated", "pullSpec", spec, "from", pinned.DigestedPullSpec, "to", base)
 		r.Recorder.Eventf(mosc, nil, corev1.EventTypeNormal, "BaseImageUpdated", "Resolve",
 			"Base image %s updated from %s to %s", spec, pinned.DigestedPullSpec, base)
 	}
+	log.FromContext(ctx).V(1).Info("Resolved the base image", "pullSpec", spec, "digest", base)
 	mosc.Status.BaseImage = &v1alpha1.ResolvedImage{PullSpec: spec, DigestedPullSpec: base, ResolvedTime: metav1.Now()}
 	s.requeue(interval)
 	return base

@@ -18,14 +18,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
 	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/internal/testenv"
 )
 
 // configLayer makes the fixture's MachineOSConfig build with the default
@@ -409,4 +413,27 @@ func TestMovedConfigReleasesOldPool(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// An operator reading the controller's log sees a build made and finished,
+// and the moment the inputs stop being buildable.
+func TestLogsTransitions(t *testing.T) {
+	f := newFixture(t, "logs")
+	logs := testenv.NewLogs(1)
+	env.StartManager(t, ctrl.Options{Logger: logs.Logger(), Cache: cache.Options{ByObject: CacheByObject(ns)}}, func(mgr ctrl.Manager) error {
+		return (&Reconciler{
+			Client:   mgr.GetClient(),
+			Recorder: mgr.GetEventRecorder("strata-build"),
+			Config:   Config{Namespace: ns, BuilderImage: "127.0.0.1:5000/strata/builder:latest", InsecureRegistries: []string{f.reg.Host}},
+		}).SetupWithManager(mgr)
+	})
+	f.mosc(configLayer, noContainerfile)
+	b := waitCondition(t, waitNewBuild(t, "logs").Name, v1alpha1.BuildSucceeded)
+	logs.Wait(t, timeout, "Created build", map[string]string{"build": b.Name, "renderedConfig": "rendered-logs-v1"})
+	logs.Wait(t, timeout, "Build succeeded", map[string]string{"build": b.Name, "image": b.Status.DigestedImagePushSpec, "strategy": "ConfigLayer"})
+
+	if err := env.Client.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "logs-push"}}); err != nil {
+		t.Fatal(err)
+	}
+	logs.Wait(t, timeout, "Cannot build", map[string]string{"reason": v1alpha1.ReasonMissingSecret})
 }

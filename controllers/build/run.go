@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
@@ -107,6 +108,7 @@ func (r *Reconciler) driveJob(ctx context.Context, s *scope, res *containerfile.
 			return job.Status{}, "", err
 		}
 	} else {
+		log.FromContext(ctx).Info("Created Job", "build", b.Name, "job", jb.Name, "pushSpec", pushSpec)
 		r.Recorder.Eventf(b, jb, corev1.EventTypeNormal, "JobCreated", "Build", "Created Job %s/%s", jb.Namespace, jb.Name)
 	}
 	var pods corev1.PodList
@@ -193,9 +195,12 @@ func (r *Reconciler) finish(ctx context.Context, s *scope, before *v1alpha1.Mach
 	}
 	// Said and counted once the state is written: a reconcile that lost a
 	// conflict finishes the build again, and must not count it twice.
+	logger := log.FromContext(ctx).WithValues("build", b.Name, "strategy", b.Status.Strategy)
 	if state == stateFailed {
+		logger.Info("Build failed", "failure", msg)
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, v1alpha1.BuildFailed, "Build", "%s", status.Truncate(msg, 1024))
 	} else {
+		logger.Info("Build succeeded", "image", image)
 		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, string(state), "Build", "%s", msg)
 	}
 	observe(b, state)
@@ -241,6 +246,7 @@ func (r *Reconciler) interrupt(ctx context.Context, b *v1alpha1.MachineOSBuild, 
 		return err
 	}
 	observe(b, stateInterrupted)
+	log.FromContext(ctx).Info("Build interrupted", "build", b.Name, "newer", newer)
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, v1alpha1.BuildInterrupted, "Interrupt", "%s", msg)
 	return nil
 }
@@ -332,12 +338,16 @@ func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 			if err := r.Registry.Delete(ctx, image, s.pushKC); err != nil {
 				// The build goes anyway; a registry that refuses deletes
 				// keeps the image, which is safe.
+				log.FromContext(ctx).Info("Could not delete an old image", "build", b.Name, "image", image, "error", err.Error())
 				r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "ImageNotDeleted", "GarbageCollect", "Could not delete %s: %v", image, err)
+				continue
 			}
+			log.FromContext(ctx).Info("Deleted an old image", "build", b.Name, "image", image)
 		}
 		if err := r.deleteBuild(ctx, b); err != nil {
 			return err
 		}
+		log.FromContext(ctx).Info("Deleted an old build", "build", b.Name, "history", r.Config.History)
 	}
 	return nil
 }
