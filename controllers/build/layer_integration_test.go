@@ -437,3 +437,44 @@ func TestLogsTransitions(t *testing.T) {
 	}
 	logs.Wait(t, timeout, "Cannot build", map[string]string{"reason": v1alpha1.ReasonMissingSecret})
 }
+
+// Garbage collection never deletes an image a kept build also has: builds
+// of different inputs can give one digest (here, a new builder image that
+// a configuration layer on the base does not use).
+func TestGarbageCollectionSparesSharedDigests(t *testing.T) {
+	f := newFixture(t, "shared")
+	stop := startController(t, f.reg, 1, func(c *Config) { c.BuilderImage = "127.0.0.1:5000/strata/builder:a" })
+	f.mosc(configLayer, noContainerfile)
+	a := waitCondition(t, waitNewBuild(t, "shared").Name, v1alpha1.BuildSucceeded)
+	f.setRendered("2")
+	b := waitCondition(t, waitNewBuild(t, "shared", a.Name).Name, v1alpha1.BuildSucceeded)
+	stop()
+
+	// Another builder image: configuration 1 again is a new build, C, of
+	// A's image.
+	startController(t, f.reg, 1, func(c *Config) { c.BuilderImage = "127.0.0.1:5000/strata/builder:b" })
+	f.setRendered("1")
+	c := waitCondition(t, waitNewBuild(t, "shared", b.Name).Name, v1alpha1.BuildSucceeded)
+	if c.Name == a.Name || c.Status.DigestedImagePushSpec != a.Status.DigestedImagePushSpec {
+		t.Fatalf("build %s of %s after %s of %s; the test needs two builds of one image", c.Name, c.Status.DigestedImagePushSpec, a.Name, a.Status.DigestedImagePushSpec)
+	}
+	// D makes A and B old beyond a history of one (C is kept).
+	f.setRendered("3")
+	waitCondition(t, waitNewBuild(t, "shared", c.Name).Name, v1alpha1.BuildSucceeded)
+	eventually(t, "A collected", func() error {
+		if _, err := getBuild(a.Name); err == nil {
+			return errors.New("still there")
+		}
+		return nil
+	})
+	if _, err := getBuild(c.Name); err != nil {
+		t.Fatalf("C: %v", err)
+	}
+	ref, err := name.ParseReference(c.Status.DigestedImagePushSpec, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := remote.Head(ref, remote.WithAuth(f.reg.Auth())); err != nil {
+		t.Errorf("kept build C's image %s is gone with A: %v", c.Status.DigestedImagePushSpec, err)
+	}
+}

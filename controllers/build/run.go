@@ -277,9 +277,9 @@ func (r *Reconciler) deleteBuild(ctx context.Context, b *v1alpha1.MachineOSBuild
 }
 
 // collectGarbage deletes finished builds beyond the history, newest kept,
-// with their images and the admin stages no remaining build was made on;
-// never the current build, nor one whose image the MachineOSConfig or any
-// node names as current or desired.
+// with their images and admin stages unless a remaining build has them
+// too; never the current build, nor one whose image the MachineOSConfig or
+// any node names as current or desired.
 func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 	builds, err := r.buildsOf(ctx, s.mosc.Name)
 	if err != nil {
@@ -315,21 +315,32 @@ func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 	for i := r.Config.History; i < len(old); i++ {
 		gone[old[i].Name] = true
 	}
-	// An admin stage is kept while any remaining build was made on it.
-	keptAdmin := map[string]bool{}
+	// An image is kept while any remaining build has it: reproducible
+	// builds of different inputs can share a digest, and builds share
+	// admin stages.
+	kept := map[string]bool{}
 	for i := range builds {
-		if st := findStage(&builds[i], v1alpha1.BuildStageAdmin); !gone[builds[i].Name] && st != nil && st.Image != "" {
-			keptAdmin[st.Image] = true
+		if gone[builds[i].Name] {
+			continue
+		}
+		kept[builds[i].Status.DigestedImagePushSpec] = true
+		if st := findStage(&builds[i], v1alpha1.BuildStageAdmin); st != nil {
+			kept[st.Image] = true
 		}
 	}
 	ownRepo := repository(s.mosc.Spec.RenderedImagePushSpec) + "@"
 	for i := r.Config.History; i < len(old); i++ {
 		b := &old[i]
-		images := []string{b.Status.DigestedImagePushSpec}
+		var images []string
+		if image := b.Status.DigestedImagePushSpec; !kept[image] {
+			images = append(images, image)
+		}
 		// Only an admin stage this MachineOSConfig pushed: never the base.
-		if st := findStage(b, v1alpha1.BuildStageAdmin); st != nil && strings.HasPrefix(st.Image, ownRepo) && st.Image != b.Status.BaseImagePullSpec && !keptAdmin[st.Image] {
+		if st := findStage(b, v1alpha1.BuildStageAdmin); st != nil && strings.HasPrefix(st.Image, ownRepo) && st.Image != b.Status.BaseImagePullSpec && !kept[st.Image] {
 			images = append(images, st.Image)
-			keptAdmin[st.Image] = true // delete it once
+		}
+		for _, image := range images {
+			kept[image] = true // deleted once
 		}
 		for _, image := range images {
 			if image == "" {
