@@ -64,9 +64,11 @@
 // extensions and the MachineOSConfig's content; nil when that is the base
 // unchanged), whose input hash moves only with those, and the
 // configuration as one tar layer for the controller to append. The layer
-// is rootfs.tar plus the parent directories of its entries, 0755 and
-// root's unless the configuration declares them: a layer made outside a
-// build has no copy-up to supply them, and ostree needs them. What only a
+// is rootfs.tar: the parent directories the configuration does not declare
+// depend on the admin stage (a base's 0700 directory stays 0700 in a
+// build, and an entry under a symlinked directory lands where the link
+// points), which a pure render cannot see; the builder that appends the
+// layer adds them from the stage (builder/direct). What only a
 // RUN step can do (appends to base files, owners by name, enabling or
 // disabling units of the base image) cannot be a layer: Stages.NeedsJob
 // says what, and such a configuration is built by the single Job.

@@ -1,11 +1,9 @@
 package containerfile
 
 import (
-	"archive/tar"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 )
@@ -26,9 +24,11 @@ type Stages struct {
 	// would be the base image unchanged.
 	Admin *Result
 	// Layer is the configuration layer as an uncompressed tar: what the
-	// single-Job build ADDs as rootfs.tar, plus the parent directories of
-	// its entries (0755, root's, unless the configuration declares them),
-	// which an image's layer must carry for ostree to import it. Nil when
+	// single-Job build ADDs as rootfs.tar, without the parent directories
+	// the configuration does not declare. Only the admin stage knows
+	// those (their modes and owners, and which are symlinks), so the
+	// builder that appends the layer adds them as the stage has them,
+	// as unpacking rootfs.tar in a build does (builder/direct). Nil when
 	// the configuration adds nothing to the image.
 	Layer []byte
 	// NeedsJob says why the configuration itself takes a RUN step (an
@@ -70,34 +70,12 @@ func renderStages(in Input, p *plan, admin *adminContent) (*Stages, error) {
 		}
 	}
 
-	layer, err := writeRootfs(withParents(p.entries))
+	layer, err := writeRootfs(p.entries)
 	if err != nil {
 		return nil, err
 	}
 	st.Layer = layer
 	return st, nil
-}
-
-// withParents returns entries plus a directory entry for every parent of
-// an entry that the configuration does not declare: 0755 and root's, as
-// Ignition creates missing parents and as base images have them.
-func withParents(entries map[string]*entry) map[string]*entry {
-	if len(entries) == 0 {
-		return nil
-	}
-	out := make(map[string]*entry, len(entries))
-	for p, e := range entries {
-		out[p] = e
-	}
-	for p := range entries {
-		for dir := path.Dir(p); dir != "/"; dir = path.Dir(dir) {
-			if _, ok := out[dir]; ok {
-				continue
-			}
-			out[dir] = &entry{path: dir, typeflag: tar.TypeDir, mode: 0o755}
-		}
-	}
-	return out
 }
 
 // needsJob names what in the configuration only a RUN step can do, or "".

@@ -29,8 +29,10 @@ type Request struct {
 	// Platform picks the image when Base is an index, and must match
 	// Base's config when it is not. The zero Platform is linux/amd64.
 	Platform v1.Platform
-	// Layer is the configuration layer: an uncompressed tar, used as
-	// given.
+	// Layer is the configuration layer: an uncompressed tar. Build
+	// completes it as unpacking it into Base in a build would (see the
+	// package comment); a layer whose entries' parent directories are all
+	// in it, and not under a symlink of the base, is used as given.
 	Layer []byte
 	// Labels are set on the image config, over the base's.
 	Labels map[string]string
@@ -46,6 +48,10 @@ type Request struct {
 	// Insecure lists host[:port]s reached over plain HTTP, as
 	// registry.Client.Insecure.
 	Insecure []string
+	// Cache keeps what completing layers learnt of their bases, so that
+	// the next build on the same base reads none of its layers. Nil
+	// reads them every time a layer needs completing.
+	Cache *BaseCache
 	// Transport carries every registry request; nil is
 	// remote.DefaultTransport. Tests count requests with it.
 	Transport http.RoundTripper
@@ -59,7 +65,8 @@ type Result struct {
 	Digest v1.Hash
 	// Layer is the compressed digest of the configuration layer.
 	Layer v1.Hash
-	// LayerTime is how long checking and compressing the layer took;
+	// LayerTime is how long checking, completing (with any reading of
+	// the base's layers) and compressing the layer took;
 	// PushTime how long writing the target took (blobs, config, manifest).
 	LayerTime, PushTime time.Duration
 }
@@ -104,7 +111,11 @@ func Build(ctx context.Context, req Request) (*Result, error) {
 	}
 
 	start := time.Now()
-	layer, err := newConfigLayer(req.Layer, layerType)
+	data, err := completeFor(baseRef, base, req.Layer, req.Cache)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := newConfigLayer(data, layerType)
 	if err != nil {
 		return nil, &StageError{Stage: StageLayer, Err: err}
 	}
@@ -163,6 +174,25 @@ func readBase(ref name.Reference, p v1.Platform, opts []remote.Option) (v1.Image
 		return nil, "", stageErr(StageBase, "base image %s is %s/%s, not %s", ref, cf.OS, cf.Architecture, want)
 	}
 	return img, layerType, nil
+}
+
+// completeFor completes layer for base, reading the base's layers only
+// for what cache does not know.
+func completeFor(ref name.Reference, base v1.Image, layer []byte, cache *BaseCache) ([]byte, error) {
+	digest, err := base.Digest()
+	if err != nil {
+		return nil, stageErr(StageBase, "read base image %s: %w", ref, err)
+	}
+	tree := cache.known(digest)
+	return completeLayer(layer, tree, func(need map[string]bool) error {
+		read := map[string]treeEntry{}
+		if err := readBaseTree(base, need, read); err != nil {
+			return stageErr(StageBase, "read the layers of base image %s for the parent directories of the configuration layer's entries: %w", ref, explain(err, ref.Context().RegistryStr()))
+		}
+		maps.Copy(tree, read)
+		cache.learn(digest, read)
+		return nil
+	})
 }
 
 // compose is the base with the layer appended, its history entry, the

@@ -14,10 +14,13 @@ import (
 type Stage string
 
 const (
-	// StageBase: the base image's manifest or config could not be read, or
-	// the base is not usable (not by digest, no image for the platform).
+	// StageBase: the base image's manifest, config or (to complete the
+	// layer) layers could not be read, or the base is not usable (not by
+	// digest, no image for the platform).
 	StageBase Stage = "Base"
-	// StageLayer: the configuration layer is not a valid tar.
+	// StageLayer: the configuration layer is not a valid tar, or cannot
+	// be unpacked into the base (an entry above the root, or a file or a
+	// symlink to nothing on an entry's path).
 	StageLayer Stage = "Layer"
 	// StagePush: the target could not be written, including the copy of
 	// the base's layers into it.

@@ -1,6 +1,7 @@
 package direct
 
 import (
+	"archive/tar"
 	"context"
 	"net/url"
 	"slices"
@@ -158,14 +159,21 @@ func TestMemoryOnLargeBase(t *testing.T) {
 	if bound >= SyntheticLayerMiB<<20 {
 		t.Fatalf("bound %d MiB is not under a layer's %d MiB", bound>>20, SyntheticLayerMiB)
 	}
-	for _, c := range []struct{ name, target string }{
-		{"same repository", reg.Host + "/test/big:config"},
-		{"other repository", reg.Host + "/test/big-configs:config"},
+	// A layer without its parent directories has Build read the whole
+	// base (none of the parents is there), streamed.
+	noParents := tarOf(t, []tar.Header{{Typeflag: tar.TypeReg, Name: "etc/strata/deep/a.conf", Mode: 0o644}})
+	for _, c := range []struct {
+		name, target string
+		layer        []byte
+	}{
+		{"same repository", reg.Host + "/test/big:config", testLayer(t, "same")},
+		{"other repository", reg.Host + "/test/big-configs:config", testLayer(t, "other")},
+		{"base read for parents", reg.Host + "/test/big:parents", noParents},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var res *Result
 			alloc := allocated(func() {
-				res, err = Build(context.Background(), request(base, c.target, testLayer(t, c.name), reg))
+				res, err = Build(context.Background(), request(base, c.target, c.layer, reg))
 			})
 			if err != nil {
 				t.Fatalf("Build: %v", err)

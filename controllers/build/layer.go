@@ -27,6 +27,13 @@ import (
 // first build on a base from another registry copies them once.
 const layerTimeout = 15 * time.Minute
 
+// baseTrees keeps what completing configuration layers learnt of their
+// admin stages' file trees (the parent directories and symlinks on the
+// layers' paths), so that a configuration change on the same stage reads
+// none of its layers. It is keyed by image digest, which names content,
+// so every Reconciler can share it.
+var baseTrees = direct.NewBaseCache(16)
+
 // runConfigLayer builds with the ConfigLayer strategy: the admin stage
 // (found in the registry, or built by a Job, or the base itself), then the
 // configuration layer on top, made and pushed here.
@@ -69,6 +76,7 @@ func (r *Reconciler) runConfigLayer(ctx context.Context, s *scope, in *inputs, b
 		Target:       b.Spec.RenderedImagePushSpec,
 		PushKeychain: s.pushKC,
 		Insecure:     r.Registry.Insecure,
+		Cache:        baseTrees,
 	})
 	if err != nil {
 		failure, permanent := layerFailure(err)

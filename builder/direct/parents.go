@@ -1,0 +1,474 @@
+package direct
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+)
+
+// Completing the layer (see the package comment): a layer made outside a
+// build has no copy-up to give it its parent directories as the base has
+// them, and no unpacking into the base to send its entries through the
+// base's symlinks; completeLayer gives it both.
+
+// Kinds of path in a tree, besides tar.TypeDir and tar.TypeSymlink.
+const (
+	kindAbsent byte = 0
+	kindOther  byte = 'o'
+)
+
+// maxLinks bounds the symlinks followed on one path, as the kernel's
+// ELOOP does.
+const maxLinks = 40
+
+// treeEntry is what a tree has at a path: a directory (with its header,
+// for its mode, owner and xattrs), a symlink (with its target), something
+// else, or nothing.
+type treeEntry struct {
+	kind   byte
+	dir    *tar.Header
+	target string
+}
+
+// BaseCache keeps, for each base image by digest, what Build learnt of its
+// file tree while completing layers: the directories, symlinks and absent
+// paths on the way to the layers' entries. A digest names content, so
+// nothing it keeps goes stale; it keeps the most recently used bases up to
+// its size. With it, a base's layers are read once, by the first build on
+// it whose layer has a parent directory not seen before. Safe for
+// concurrent use; nil keeps nothing.
+type BaseCache struct {
+	mu    sync.Mutex
+	size  int
+	trees map[v1.Hash]map[string]treeEntry
+	order []v1.Hash // least recently used first
+}
+
+// NewBaseCache keeps what Build learns of up to size bases.
+func NewBaseCache(size int) *BaseCache {
+	return &BaseCache{size: max(size, 1), trees: map[v1.Hash]map[string]treeEntry{}}
+}
+
+// known returns a copy of what is known of base d's tree.
+func (c *BaseCache) known(d v1.Hash) map[string]treeEntry {
+	if c == nil {
+		return map[string]treeEntry{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.touch(d)
+	if c.trees[d] == nil {
+		return map[string]treeEntry{}
+	}
+	return maps.Clone(c.trees[d])
+}
+
+// learn adds what a build learnt of base d's tree.
+func (c *BaseCache) learn(d v1.Hash, tree map[string]treeEntry) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.trees[d] == nil {
+		c.trees[d] = map[string]treeEntry{}
+	}
+	maps.Copy(c.trees[d], tree)
+	c.touch(d)
+	for len(c.order) > c.size {
+		delete(c.trees, c.order[0])
+		c.order = c.order[1:]
+	}
+}
+
+func (c *BaseCache) touch(d v1.Hash) {
+	if i := slices.Index(c.order, d); i >= 0 {
+		c.order = slices.Delete(c.order, i, i+1)
+	}
+	if c.trees[d] != nil {
+		c.order = append(c.order, d)
+	}
+}
+
+// layerEntry is one entry of the given layer.
+type layerEntry struct {
+	hdr  *tar.Header
+	body []byte
+}
+
+// errUnknown: resolving a path needs a base path not read yet.
+var errUnknown = errors.New("unknown base path")
+
+// completeLayer returns data with every entry moved to where unpacking
+// it into the base would put it, and a directory entry, as the base has
+// it or else 0755 and root's, before the first entry under each parent
+// directory the layer does not have. A layer that needs neither is
+// returned as given. read fills in what the base has at the paths it is
+// asked for. Its errors are *StageError.
+func completeLayer(data []byte, base map[string]treeEntry, read func(need map[string]bool) error) ([]byte, error) {
+	if len(data) == 0 {
+		return data, nil
+	}
+	if err := checkTar(data); err != nil {
+		return nil, &StageError{Stage: StageLayer, Err: err}
+	}
+	entries, err := readEntries(data)
+	if err != nil {
+		return nil, &StageError{Stage: StageLayer, Err: err}
+	}
+
+	// Each pass unpacks what it can and asks for the base paths it missed;
+	// the first asks for every parent the layer does not have, the next
+	// for where the base's symlinks lead.
+	var need map[string]bool
+	for range maxLinks + 1 {
+		if len(need) > 0 {
+			if err := read(need); err != nil {
+				return nil, err
+			}
+		}
+		out, unknown, err := complete(entries, base)
+		if err != nil {
+			return nil, err
+		}
+		if len(unknown) == 0 {
+			if out == nil {
+				return data, nil
+			}
+			return out, nil
+		}
+		for p := range unknown {
+			if _, ok := base[p]; ok {
+				delete(unknown, p) // asked for as the rest of a path
+			}
+		}
+		need = unknown
+	}
+	return nil, stageErr(StageLayer, "the layer's paths go through more than %d symlinks of the base image", maxLinks)
+}
+
+func readEntries(data []byte) ([]layerEntry, error) {
+	var entries []layerEntry
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return entries, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, err
+		}
+		if escapes(h.Name) || (h.Typeflag == tar.TypeLink && escapes(h.Linkname)) {
+			return nil, fmt.Errorf("the layer's entry %q leaves the image's root", h.Name)
+		}
+		entries = append(entries, layerEntry{hdr: h, body: body})
+	}
+}
+
+// resolver unpacks a layer's entries in order into a view of the base: it
+// knows what the base has (base), what the layer has put so far (layer),
+// and which directories' base contents the layer hides (opaque).
+type resolver struct {
+	base    map[string]treeEntry
+	layer   map[string]treeEntry
+	opaque  map[string]bool
+	unknown map[string]bool
+	links   int
+}
+
+func (r *resolver) lookup(p string) (treeEntry, error) {
+	if e, ok := r.layer[p]; ok {
+		return e, nil
+	}
+	for d := parentOf(p); d != ""; d = parentOf(d) {
+		if r.opaque[d] {
+			return treeEntry{}, nil
+		}
+	}
+	e, ok := r.base[p]
+	if !ok {
+		r.unknown[p] = true
+		return treeEntry{}, errUnknown
+	}
+	return e, nil
+}
+
+// realDir is where directory p is, its symlinks followed within the root
+// as a chroot follows them. Missing directories are made by unpacking,
+// but a symlink to nothing or a file in the way fails, as it fails a
+// build.
+func (r *resolver) realDir(p string) (string, error) {
+	cur := ""
+	parts := strings.Split(p, "/")
+	for i, c := range parts {
+		if c == "" {
+			continue
+		}
+		next := path.Join(cur, c)
+		e, err := r.lookup(next)
+		if err != nil {
+			// Ask for the rest of the path too, so that one read of the
+			// base answers it unless next is a symlink.
+			for _, rest := range parts[i+1:] {
+				next = path.Join(next, rest)
+				r.unknown[next] = true
+			}
+			return "", err
+		}
+		switch e.kind {
+		case tar.TypeDir, kindAbsent:
+			cur = next
+		case tar.TypeSymlink:
+			if r.links++; r.links > maxLinks {
+				return "", stageErr(StageLayer, "%s: more than %d symlinks of the base image on the way", p, maxLinks)
+			}
+			target := e.target
+			if !strings.HasPrefix(target, "/") {
+				target = cur + "/" + target
+			}
+			real, err := r.realDir(clean(path.Clean("/" + target)))
+			if err != nil {
+				return "", err
+			}
+			if real != "" {
+				t, err := r.lookup(real)
+				if err != nil {
+					return "", err
+				}
+				if t.kind != tar.TypeDir {
+					return "", stageErr(StageLayer, "the layer has entries under /%s, a symlink to /%s, which is not a directory in the base image", next, real)
+				}
+			}
+			cur = real
+		default:
+			return "", stageErr(StageLayer, "the layer has entries under /%s, which is not a directory in the base image", next)
+		}
+	}
+	return cur, nil
+}
+
+// complete unpacks the entries into the base's view and writes the
+// completed layer; it returns a nil layer when it would be the given one,
+// and the base paths it needs to know first, if any.
+func complete(entries []layerEntry, base map[string]treeEntry) ([]byte, map[string]bool, error) {
+	r := &resolver{base: base, layer: map[string]treeEntry{}, opaque: map[string]bool{}, unknown: map[string]bool{}}
+	// A directory the layer has keeps the layer's metadata, even when it
+	// comes after its contents.
+	declared := map[string]bool{}
+	for _, e := range entries {
+		if e.hdr.Typeflag == tar.TypeDir {
+			declared[clean(e.hdr.Name)] = true
+		}
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	changed := false
+entries:
+	for _, e := range entries {
+		r.links = 0
+		name := clean(e.hdr.Name)
+		if name == "" {
+			if err := writeEntry(tw, e.hdr, e.body); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		dir, err := r.realDir(parentOf(name))
+		if errors.Is(err, errUnknown) {
+			continue // the next pass knows more
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		// The parents, outermost first.
+		for _, d := range ancestors(dir) {
+			if e, ok := r.layer[d]; (ok && e.kind == tar.TypeDir) || declared[d] {
+				continue
+			}
+			got, err := r.lookup(d)
+			if errors.Is(err, errUnknown) {
+				continue entries
+			}
+			h := &tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: epoch.Time}
+			if got.kind == tar.TypeDir {
+				h = parentHeader(d, got.dir)
+			}
+			if err := writeEntry(tw, h, nil); err != nil {
+				return nil, nil, err
+			}
+			r.layer[d] = treeEntry{kind: tar.TypeDir}
+			changed = true
+		}
+		h := *e.hdr
+		if moved := path.Join(dir, path.Base(name)); moved != name {
+			h.Name = moved
+			if e.hdr.Typeflag == tar.TypeDir {
+				h.Name += "/"
+			}
+			h.Format = tar.FormatUnknown // the writer picks one that fits the new name
+			changed = true
+			name = moved
+		}
+		if h.Typeflag == tar.TypeLink {
+			target := clean(h.Linkname)
+			tdir, err := r.realDir(parentOf(target))
+			if errors.Is(err, errUnknown) {
+				continue entries
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			if moved := path.Join(tdir, path.Base(target)); moved != target {
+				h.Linkname = moved
+				h.Format = tar.FormatUnknown
+				changed = true
+			}
+		}
+		r.unpack(name, &h)
+		if err := writeEntry(tw, &h, e.body); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(r.unknown) > 0 {
+		return nil, r.unknown, nil
+	}
+	if err := tw.Close(); err != nil {
+		return nil, nil, &StageError{Stage: StageLayer, Err: err}
+	}
+	if !changed {
+		return nil, nil, nil
+	}
+	return buf.Bytes(), nil, nil
+}
+
+// unpack records what entry h at name leaves in the tree; a whiteout
+// hides the base's path, an opaque whiteout its directory's contents.
+func (r *resolver) unpack(name string, h *tar.Header) {
+	base := path.Base(name)
+	switch {
+	case base == ".wh..wh..opq":
+		r.opaque[parentOf(name)] = true
+	case strings.HasPrefix(base, ".wh."):
+		r.layer[path.Join(parentOf(name), strings.TrimPrefix(base, ".wh."))] = treeEntry{kind: kindAbsent}
+	case h.Typeflag == tar.TypeDir:
+		r.layer[name] = treeEntry{kind: tar.TypeDir}
+	case h.Typeflag == tar.TypeSymlink:
+		r.layer[name] = treeEntry{kind: tar.TypeSymlink, target: h.Linkname}
+	default:
+		r.layer[name] = treeEntry{kind: kindOther}
+	}
+}
+
+// parentHeader is the entry of parent directory d as the base has it:
+// its mode, numeric owner and xattrs, at the epoch.
+func parentHeader(d string, base *tar.Header) *tar.Header {
+	h := &tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: base.Mode & 0o7777, Uid: base.Uid, Gid: base.Gid, ModTime: epoch.Time}
+	for k, v := range base.PAXRecords {
+		if strings.HasPrefix(k, "SCHILY.xattr.") {
+			if h.PAXRecords == nil {
+				h.PAXRecords = map[string]string{}
+			}
+			h.PAXRecords[k] = v
+		}
+	}
+	if h.PAXRecords != nil {
+		h.Format = tar.FormatPAX
+	}
+	return h
+}
+
+func writeEntry(tw *tar.Writer, h *tar.Header, body []byte) error {
+	if err := tw.WriteHeader(h); err != nil {
+		return &StageError{Stage: StageLayer, Err: fmt.Errorf("write the layer's entry %s: %w", h.Name, err)}
+	}
+	if _, err := tw.Write(body); err != nil {
+		return &StageError{Stage: StageLayer, Err: fmt.Errorf("write the layer's entry %s: %w", h.Name, err)}
+	}
+	return nil
+}
+
+// readBaseTree reads what base has at the paths in need into tree: the
+// file system its layers make (mutate.Extract: the topmost entry of each
+// path, whiteouts applied), read from the top layer down and only as far
+// as it takes to find every path. A path not found is absent; so is a
+// relative symlink that climbs above the root, which mutate.Extract drops
+// (a build would clamp it at the root).
+func readBaseTree(base v1.Image, need map[string]bool, tree map[string]treeEntry) error {
+	rc := mutate.Extract(base)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	left := maps.Clone(need)
+	for len(left) > 0 {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		p := clean(h.Name)
+		if !left[p] {
+			continue
+		}
+		delete(left, p)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			tree[p] = treeEntry{kind: tar.TypeDir, dir: h}
+		case tar.TypeSymlink:
+			tree[p] = treeEntry{kind: tar.TypeSymlink, target: h.Linkname}
+		default:
+			tree[p] = treeEntry{kind: kindOther}
+		}
+	}
+	for p := range left {
+		tree[p] = treeEntry{kind: kindAbsent}
+	}
+	return nil
+}
+
+// escapes says whether a tar name goes above the root, which no runtime
+// unpacks.
+func escapes(name string) bool {
+	p := path.Clean(strings.TrimPrefix(name, "/"))
+	return p == ".." || strings.HasPrefix(p, "../")
+}
+
+// clean is a tar name as a path relative to the root, without "./", a
+// leading or a trailing slash; "" is the root.
+func clean(name string) string {
+	p := path.Clean("/" + name)
+	return strings.TrimPrefix(p, "/")
+}
+
+// parentOf is p's directory, "" for the root.
+func parentOf(p string) string {
+	d := path.Dir(p)
+	if d == "." || d == "/" {
+		return ""
+	}
+	return d
+}
+
+// ancestors are p and its parents, outermost first, without the root.
+func ancestors(p string) []string {
+	var out []string
+	for d := p; d != ""; d = parentOf(d) {
+		out = append(out, d)
+	}
+	slices.Reverse(out)
+	return out
+}
