@@ -38,9 +38,18 @@ const timeout = 30 * time.Second
 func startController(t *testing.T, history int) (stop func()) {
 	t.Helper()
 	return env.StartManager(t, ctrl.Options{}, func(mgr ctrl.Manager) error {
-		r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("strata-render"), History: history}
-		return r.SetupWithManager(mgr)
+		return setup(mgr, history)
 	})
+}
+
+// setup registers the render controller and its garbage collector, as
+// strata-controller does.
+func setup(mgr ctrl.Manager, history int) error {
+	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("strata-render")}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&GCReconciler{Client: mgr.GetClient(), History: history}).SetupWithManager(mgr)
 }
 
 func eventually(t *testing.T, what string, check func() error) {
@@ -181,6 +190,30 @@ func TestOverlappingPools(t *testing.T) {
 	if !strings.Contains(string(a.Spec.Config.Raw), "/etc/a") || strings.Contains(string(a.Spec.Config.Raw), "/etc/b") {
 		t.Errorf("pool a's rendered config has the wrong files: %s", a.Spec.Config.Raw)
 	}
+}
+
+// TestLabelMoveReRendersBothPools: a MachineConfig relabelled from one
+// pool's selection to another's leaves the first (its old labels reach
+// that pool) and joins the second.
+func TestLabelMoveReRendersBothPools(t *testing.T) {
+	startController(t, 0)
+	newPool(t, "mv-a", map[string]string{"mv": "a"})
+	newPool(t, "mv-b", map[string]string{"mv": "b"})
+	newMC(t, "mv-00-a", map[string]string{"mv": "a"}, map[string]string{"/etc/a": "a"})
+	newMC(t, "mv-00-b", map[string]string{"mv": "b"}, map[string]string{"/etc/b": "b"})
+	mover := newMC(t, "mv-10-mover", map[string]string{"mv": "a"}, map[string]string{"/etc/mover": "1"})
+	waitRendered(t, "mv-a", "mv-00-a", "mv-10-mover")
+	waitRendered(t, "mv-b", "mv-00-b")
+
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(mover), mover); err != nil {
+		t.Fatal(err)
+	}
+	mover.Labels = map[string]string{"mv": "b"}
+	if err := env.Client.Update(context.Background(), mover); err != nil {
+		t.Fatal(err)
+	}
+	waitRendered(t, "mv-a", "mv-00-a")
+	waitRendered(t, "mv-b", "mv-00-b", "mv-10-mover")
 }
 
 func TestAddChangeDeleteMachineConfig(t *testing.T) {
@@ -359,14 +392,24 @@ func TestGarbageCollectionSparesConfigsNamedByNodes(t *testing.T) {
 		return nil
 	})
 
-	// Once no node names it, the first config goes too.
-	for _, name := range []string{"gc-node-current", "gc-node-desired"} {
-		if err := env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-			t.Fatal(err)
-		}
+	// Once no node names it, the first config goes too: one node moves
+	// on to the current config, the other is deleted.
+	moved := &corev1.Node{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "gc-node-current"}, moved); err != nil {
+		t.Fatal(err)
+	}
+	moved.Annotations[v1alpha1.CurrentConfigAnnotation] = names[5]
+	if err := env.Client.Update(context.Background(), moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gc-node-desired"}}); err != nil {
+		t.Fatal(err)
 	}
 	want = []string{names[3], names[4], names[5]}
 	slices.Sort(want)
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gc-node-current"}})
+	})
 	eventually(t, "the config no node names is collected", func() error {
 		if got := renderedOf(t, "gc"); !slices.Equal(got, want) {
 			return fmt.Errorf("rendered configs %v, want %v", got, want)
