@@ -1,9 +1,12 @@
 package render
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -344,7 +348,7 @@ func (r *Reconciler) ensureRendered(ctx context.Context, pool *v1alpha1.MachineC
 	}
 	// The name is the content hash: a rendered config whose content was
 	// edited by hand no longer matches its name, so restore it.
-	if !equality.Semantic.DeepEqual(rendered.Spec, spec) || rendered.Annotations[v1alpha1.SourceMachineConfigsAnnotation] != sourceNames(sources) {
+	if !sameContent(&rendered.Spec, &spec) || rendered.Annotations[v1alpha1.SourceMachineConfigsAnnotation] != sourceNames(sources) {
 		rendered.Spec = spec
 		if rendered.Annotations == nil {
 			rendered.Annotations = map[string]string{}
@@ -357,6 +361,33 @@ func (r *Reconciler) ensureRendered(ctx context.Context, pool *v1alpha1.MachineC
 		log.FromContext(ctx).Info("Restored a rendered config whose content no longer matched its name", "renderedConfig", rendered.Name)
 	}
 	return rendered, nil
+}
+
+// sameContent tells whether a stored rendered config holds the merged
+// spec. The API server stores the Ignition config with its keys sorted, so
+// its bytes differ from the merge's even when the content is the same:
+// comparing bytes would rewrite every rendered config on every reconcile.
+func sameContent(stored, merged *v1alpha1.MachineConfigSpec) bool {
+	a, b := *stored, *merged
+	a.Config, b.Config = runtime.RawExtension{}, runtime.RawExtension{}
+	return equality.Semantic.DeepEqual(a, b) && sameJSON(stored.Config.Raw, merged.Config.Raw)
+}
+
+// sameJSON compares two JSON documents by value, numbers exactly.
+func sameJSON(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	decode := func(raw []byte) (any, error) {
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber()
+		var v any
+		err := d.Decode(&v)
+		return v, err
+	}
+	va, errA := decode(a)
+	vb, errB := decode(b)
+	return errA == nil && errB == nil && reflect.DeepEqual(va, vb)
 }
 
 func sourceNames(sources []v1alpha1.MachineConfig) string {
