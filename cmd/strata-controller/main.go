@@ -121,9 +121,14 @@ func run(o options) error {
 	if err := (&render.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("strata-render"),
-		History:  o.renderedHistory,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the render controller: %w", err)
+	}
+	if err := (&render.GCReconciler{
+		Client:  mgr.GetClient(),
+		History: o.renderedHistory,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the rendered config garbage collector: %w", err)
 	}
 	if err := (&build.Reconciler{
 		Client:   mgr.GetClient(),

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -109,8 +108,9 @@ func (r *Reconciler) poolsOfNode(ctx context.Context, o client.Object) []reconci
 	n := o.(*corev1.Node)
 	var pools v1alpha1.MachineConfigPoolList
 	if err := r.Client.List(ctx, &pools); err != nil {
-		// The cache's List fails only before it has synced; the pools are
-		// all reconciled once it has.
+		// The cache answers, so this is rare, but a dropped event leaves
+		// the pool waiting for the next one: say so.
+		log.FromContext(ctx).Error(err, "Cannot find the pools of a changed node", "node", n.Name)
 		return nil
 	}
 	names := poolSelectors(pools.Items).poolsOf(n)
@@ -136,21 +136,25 @@ type scope struct {
 // Reconcile plans the pool's rollout and writes the nodes' desired state
 // and the pool's status.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return status.QuietConflict(ctx, ctrl.Result{}, r.reconcile(ctx, req))
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	pool := &v1alpha1.MachineConfigPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return client.IgnoreNotFound(err)
 	}
 	if pool.DeletionTimestamp != nil {
-		return ctrl.Result{}, nil
+		return nil
 	}
 	s := &scope{pool: pool}
 	var err error
 	if s.target, err = r.targetFor(ctx, pool); err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	nodes, err := r.poolNodes(ctx, pool)
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	s.result = plan.Plan(planPool(pool), s.target.Target, nodes.plan)
 	log.FromContext(ctx).V(1).Info("Planned the rollout", "targetConfig", s.target.Config, "targetImage", s.target.Image,
@@ -158,13 +162,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	s.nodeErr = r.apply(ctx, s, nodes.byName)
 
 	if err := r.writeStatus(ctx, s); err != nil {
-		if apierrors.IsConflict(err) {
-			// Another controller wrote the pool; its event brings us back.
-			return ctrl.Result{RequeueAfter: time.Second}, nil
-		}
-		return ctrl.Result{}, err
+		return err
 	}
-	return ctrl.Result{}, s.nodeErr
+	return s.nodeErr
 }
 
 func planPool(pool *v1alpha1.MachineConfigPool) plan.Pool {

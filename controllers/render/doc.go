@@ -1,7 +1,15 @@
 // Package render reconciles MachineConfigPools: it merges the
 // MachineConfigs a pool selects into one rendered MachineConfig, named
-// rendered-<pool>-<content hash> and owned by the pool, records it in the
-// pool's status, and deletes rendered configs no longer needed.
+// rendered-<pool>-<content hash> and owned by the pool, and records it in
+// the pool's status.
+//
+// Two reconcilers, one job each: Reconciler renders, on a change of the
+// pool's spec or of a MachineConfig it selects (or selected, before a
+// label change); GCReconciler deletes the rendered configs no node and no
+// pool needs any more, on a new rendered config or when a node stops
+// naming one. A node's progress never re-renders a pool, and whether a
+// config is in use is one lookup in an index of Nodes by their current and
+// desired config, not a list of every node.
 //
 // Invalid input never reaches a node: when a selected MachineConfig fails
 // validation the pool reports RenderDegraded, naming the MachineConfig and

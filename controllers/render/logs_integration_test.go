@@ -15,10 +15,7 @@ import (
 // transition of a pool, with the rendered config's name.
 func TestLogsTransitions(t *testing.T) {
 	logs := testenv.NewLogs(1)
-	env.StartManager(t, ctrl.Options{Logger: logs.Logger()}, func(mgr ctrl.Manager) error {
-		r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("strata-render"), History: 1}
-		return r.SetupWithManager(mgr)
-	})
+	env.StartManager(t, ctrl.Options{Logger: logs.Logger()}, func(mgr ctrl.Manager) error { return setup(mgr, 1) })
 	newPool(t, "logs", map[string]string{"logs": "true"})
 	labels := map[string]string{"logs": "true"}
 	mc := newMC(t, "logs-a", labels, map[string]string{"/etc/a": "1"})

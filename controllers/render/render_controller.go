@@ -1,9 +1,12 @@
 package render
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,8 +14,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,50 +37,104 @@ import (
 	"github.com/strata-dev/strata/machineconfig"
 )
 
-// DefaultHistory is how many rendered configs a pool keeps besides the ones
-// in use, so that a rollback to a recent configuration finds it.
-const DefaultHistory = 5
-
 // Reconciler renders MachineConfigPools.
 type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
-	// History is how many unused rendered configs to keep per pool;
-	// zero means DefaultHistory.
-	History int
 }
 
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigpools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigpools/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigs,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigs,verbs=get;list;watch;create;update
 
-// SetupWithManager registers the reconciler: a pool is reconciled when it
-// changes, when a rendered config it owns changes, when any MachineConfig
-// changes (its labels may move it into or out of any pool's selection), and
-// when a node's config annotations change (they decide what may be
-// garbage-collected).
+// SetupWithManager registers the reconciler: a pool is reconciled when its
+// spec changes, when a rendered config it owns is edited or deleted (it is
+// restored), and when a MachineConfig it selects, or selected before a
+// label change, changes. Nodes do not concern it: which rendered configs
+// they use matters only to GCReconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	allPools := handler.EnqueueRequestsFromMapFunc(r.allPools)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("render").
 		For(&v1alpha1.MachineConfigPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&v1alpha1.MachineConfig{}).
-		Watches(&v1alpha1.MachineConfig{}, allPools, builder.WithPredicates(predicate.NewPredicateFuncs(isSource))).
-		Watches(&corev1.Node{}, allPools, builder.WithPredicates(nodeConfigChanged())).
+		// Its own creates need no second look.
+		Owns(&v1alpha1.MachineConfig{}, builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false },
+		})).
+		Watches(&v1alpha1.MachineConfig{}, r.poolsSelecting()).
 		Complete(r)
 }
 
-func (r *Reconciler) allPools(ctx context.Context, _ client.Object) []reconcile.Request {
-	var pools v1alpha1.MachineConfigPoolList
-	if err := r.Client.List(ctx, &pools); err != nil {
-		return nil
+// poolsSelecting maps a MachineConfig that a person wrote to the pools
+// whose machineConfigSelector matches its labels: after an update, its old
+// labels or its new ones, since a label change moves it from one pool to
+// another. The pools come from the cache; no event lists MachineConfigs.
+func (r *Reconciler) poolsSelecting() handler.EventHandler {
+	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+		var sets []labels.Set
+		for _, o := range objs {
+			if isSource(o) {
+				sets = append(sets, labels.Set(o.GetLabels()))
+			}
+		}
+		if len(sets) == 0 {
+			return
+		}
+		var pools v1alpha1.MachineConfigPoolList
+		if err := r.Client.List(ctx, &pools); err != nil {
+			log.FromContext(ctx).Error(err, "Cannot find the pools of a changed MachineConfig", "machineConfig", objs[0].GetName())
+			return
+		}
+		for i := range pools.Items {
+			if selects(&pools.Items[i], sets) {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pools.Items[i])})
+			}
+		}
 	}
-	reqs := make([]reconcile.Request, 0, len(pools.Items))
-	for _, p := range pools.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if sourceChanged(e.ObjectOld, e.ObjectNew) {
+				enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
 	}
-	return reqs
+}
+
+// selects tells whether the pool's machineConfigSelector matches any of
+// the label sets. A nil selector selects nothing; an invalid one cannot be
+// stored (the API validates it), so it selects nothing either.
+func selects(pool *v1alpha1.MachineConfigPool, sets []labels.Set) bool {
+	if pool.Spec.MachineConfigSelector == nil {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(pool.Spec.MachineConfigSelector)
+	if err != nil {
+		return false
+	}
+	for _, s := range sets {
+		if sel.Matches(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// sourceChanged passes what a render reads of a MachineConfig: its spec
+// (the generation; status has its own subresource), its labels, whether it
+// is being deleted and whether it is a rendered one.
+func sourceChanged(o, n client.Object) bool {
+	return o.GetGeneration() != n.GetGeneration() ||
+		!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+		o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
+		isSource(o) != isSource(n)
 }
 
 // isSource tells a MachineConfig written by a person from a rendered one.
@@ -82,35 +142,26 @@ func isSource(obj client.Object) bool {
 	return !machineconfig.Rendered(obj)
 }
 
-func nodeConfigChanged() predicate.Predicate {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
-			return o[v1alpha1.CurrentConfigAnnotation] != n[v1alpha1.CurrentConfigAnnotation] ||
-				o[v1alpha1.DesiredConfigAnnotation] != n[v1alpha1.DesiredConfigAnnotation]
-		},
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return true },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
 // Reconcile renders one pool. It is level-based: from any state of the
 // world, including a crash between creating a rendered config and writing
 // the pool's status, it reaches the same result, because the rendered name
 // is a function of the content.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return status.QuietConflict(ctx, ctrl.Result{}, r.reconcile(ctx, req))
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	pool := &v1alpha1.MachineConfigPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		// A deleted pool's rendered configs go with it through their owner
 		// references.
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return client.IgnoreNotFound(err)
 	}
 	before := pool.DeepCopy()
 
 	sources, err := r.selectSources(ctx, pool)
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	var rendered *v1alpha1.MachineConfig
 	name, spec, renderErr := Render(pool.Name, sources)
@@ -118,17 +169,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case renderErr == nil:
 		rendered, renderErr = r.ensureRendered(ctx, pool, name, spec, sources)
 		if renderErr != nil && !isInputError(renderErr) {
-			return ctrl.Result{}, renderErr
+			return renderErr
 		}
 	case !isInputError(renderErr):
-		return ctrl.Result{}, renderErr
+		return renderErr
 	}
 
 	setStatus(pool, rendered, sources, renderErr)
 	// Other controllers own other conditions of the pool.
 	if !equality.Semantic.DeepEqual(before.Status, pool.Status) {
 		if err := status.Patch(ctx, r.Client, before, pool); err != nil {
-			return ctrl.Result{}, fmt.Errorf("patch status of pool %s: %w", pool.Name, err)
+			return fmt.Errorf("patch status of pool %s: %w", pool.Name, err)
 		}
 	}
 	logger := log.FromContext(ctx)
@@ -144,7 +195,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		// The input is wrong; retrying will not fix it. A change to any
 		// MachineConfig triggers a new attempt.
-		return ctrl.Result{}, nil
+		return nil
 	}
 	switch {
 	case before.Status.Configuration.Name != rendered.Name:
@@ -156,7 +207,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	default:
 		logger.V(1).Info("Pool's rendered config is current", "renderedConfig", rendered.Name, "sources", len(sources))
 	}
-	return ctrl.Result{}, r.collectGarbage(ctx, pool)
+	return nil
 }
 
 // selectSources lists the MachineConfigs the pool selects, in name order.
@@ -297,7 +348,7 @@ func (r *Reconciler) ensureRendered(ctx context.Context, pool *v1alpha1.MachineC
 	}
 	// The name is the content hash: a rendered config whose content was
 	// edited by hand no longer matches its name, so restore it.
-	if !equality.Semantic.DeepEqual(rendered.Spec, spec) || rendered.Annotations[v1alpha1.SourceMachineConfigsAnnotation] != sourceNames(sources) {
+	if !sameContent(&rendered.Spec, &spec) || rendered.Annotations[v1alpha1.SourceMachineConfigsAnnotation] != sourceNames(sources) {
 		rendered.Spec = spec
 		if rendered.Annotations == nil {
 			rendered.Annotations = map[string]string{}
@@ -310,6 +361,33 @@ func (r *Reconciler) ensureRendered(ctx context.Context, pool *v1alpha1.MachineC
 		log.FromContext(ctx).Info("Restored a rendered config whose content no longer matched its name", "renderedConfig", rendered.Name)
 	}
 	return rendered, nil
+}
+
+// sameContent tells whether a stored rendered config holds the merged
+// spec. The API server stores the Ignition config with its keys sorted, so
+// its bytes differ from the merge's even when the content is the same:
+// comparing bytes would rewrite every rendered config on every reconcile.
+func sameContent(stored, merged *v1alpha1.MachineConfigSpec) bool {
+	a, b := *stored, *merged
+	a.Config, b.Config = runtime.RawExtension{}, runtime.RawExtension{}
+	return equality.Semantic.DeepEqual(a, b) && sameJSON(stored.Config.Raw, merged.Config.Raw)
+}
+
+// sameJSON compares two JSON documents by value, numbers exactly.
+func sameJSON(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	decode := func(raw []byte) (any, error) {
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber()
+		var v any
+		err := d.Decode(&v)
+		return v, err
+	}
+	va, errA := decode(a)
+	vb, errB := decode(b)
+	return errA == nil && errB == nil && reflect.DeepEqual(va, vb)
 }
 
 func sourceNames(sources []v1alpha1.MachineConfig) string {

@@ -6,14 +6,10 @@
 package history
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 )
@@ -39,26 +35,4 @@ func NewestFirst(a, b metav1.Object) int {
 		return c
 	}
 	return strings.Compare(a.GetName(), b.GetName())
-}
-
-// NamedByNodes is the set of values any node holds in the given
-// annotations (a node's current and desired config or image), plus extra:
-// what history must never delete.
-func NamedByNodes(ctx context.Context, c client.Reader, annotations []string, extra ...string) (map[string]bool, error) {
-	var nodes corev1.NodeList
-	if err := c.List(ctx, &nodes); err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	named := map[string]bool{}
-	for _, v := range extra {
-		named[v] = true
-	}
-	for _, n := range nodes.Items {
-		for _, a := range annotations {
-			if v := n.Annotations[a]; v != "" {
-				named[v] = true
-			}
-		}
-	}
-	return named, nil
 }
