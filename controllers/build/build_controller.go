@@ -16,12 +16,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
@@ -136,9 +139,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&v1alpha1.MachineOSBuild{}).
 		Watches(&batchv1.Job{}, byLabel).
 		Watches(&corev1.Pod{}, byLabel).
-		Watches(&v1alpha1.MachineConfigPool{}, r.configsBy(poolIndex, "pool")).
+		Watches(&v1alpha1.MachineConfigPool{}, r.configsBy(poolIndex, "pool"), builder.WithPredicates(poolChanged())).
 		Watches(&corev1.Secret{}, r.configsBy(secretIndex, "Secret")).
 		Complete(r)
+}
+
+// poolChanged passes the pool changes a build depends on: a new rendered
+// configuration, a claim taken or released, a spec change (for the
+// condition's observedGeneration), deletion. The rollout's machine
+// counts and the conditions other controllers write reconcile nothing.
+func poolChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.(*v1alpha1.MachineConfigPool), e.ObjectNew.(*v1alpha1.MachineConfigPool)
+			return o.Status.Configuration.Name != n.Status.Configuration.Name ||
+				o.Annotations[v1alpha1.LayeredByAnnotation] != n.Annotations[v1alpha1.LayeredByAnnotation] ||
+				o.Generation != n.Generation || !n.DeletionTimestamp.Equal(o.DeletionTimestamp)
+		},
+	}
 }
 
 // configsBy maps an object to the MachineOSConfigs an index files under
