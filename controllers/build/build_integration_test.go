@@ -250,14 +250,14 @@ func finishPod(t *testing.T, b *v1alpha1.MachineOSBuild, phase corev1.PodPhase, 
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: job.JobName(b.Name) + "-", Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(j, batchv1.SchemeGroupVersion.WithKind("Job"))}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: job.ContainerName, Image: "builder"}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: job.ContainerPush, Image: "builder"}}},
 	}
 	if err := env.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	now := metav1.Now()
 	pod.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
-		Name:  job.ContainerName,
+		Name:  job.ContainerPush,
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: msg, FinishedAt: now, StartedAt: now}},
 	}}}
 	if err := env.Client.Status().Update(ctx, pod); err != nil {
@@ -326,11 +326,11 @@ func TestBuildInterruptAndReuse(t *testing.T) {
 	if a.Status.BaseImagePullSpec == "" || !strings.Contains(a.Status.BaseImagePullSpec, "@sha256:") {
 		t.Errorf("base image %q, want it by digest", a.Status.BaseImagePullSpec)
 	}
-	cm := &corev1.ConfigMap{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: job.JobName(a.Name)}, cm); err != nil {
-		t.Fatalf("build context ConfigMap: %v", err)
+	inputs := &corev1.Secret{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: job.JobName(a.Name)}, inputs); err != nil {
+		t.Fatalf("build Secret: %v", err)
 	}
-	assertNoSecret(t, f.password, cm, getMOSC(t, "reuse"), a)
+	assertNoSecret(t, f.password, inputs, getMOSC(t, "reuse"), a)
 
 	imageA := f.succeed(a)
 	a = waitCondition(t, a.Name, v1alpha1.BuildSucceeded)

@@ -12,7 +12,7 @@ const DefaultHistory = 3
 
 // Config is the build controller's part of the controller configuration.
 type Config struct {
-	// Namespace holds the build Jobs, their ConfigMaps and the Secrets
+	// Namespace holds the build Jobs, their Secrets and the Secrets
 	// MachineOSConfigs name.
 	Namespace string `json:"namespace,omitempty"`
 	// BuilderImage runs the builds (Debian + buildah).

@@ -18,7 +18,7 @@ import (
 	"github.com/strata-dev/strata/internal/status"
 )
 
-// runBuild makes sure the build's ConfigMap and Job exist (adopting them
+// runBuild makes sure the build's Secret and Job exist (adopting them
 // after a restart) and copies the Job's progress into the build's status.
 func (r *Reconciler) runBuild(ctx context.Context, s *scope, in *inputs) error {
 	b := s.build
@@ -31,17 +31,17 @@ func (r *Reconciler) runBuild(ctx context.Context, s *scope, in *inputs) error {
 	if ref := s.mosc.Spec.BaseImagePullSecret; ref != nil {
 		req.BaseImagePullSecret = ref.Name
 	}
-	cm, jb, err := job.Objects(r.Config.jobConfig(), req)
+	inputs, jb, err := job.Objects(r.Config.jobConfig(), req)
 	if err != nil {
 		// The inputs cannot be delivered to a builder (a context too
-		// large for a ConfigMap): retrying will not help.
+		// large for a Secret): retrying will not help.
 		return r.finish(ctx, s, stateFailed, &v1alpha1.BuildFailure{Step: v1alpha1.BuildStepPrepare, Message: err.Error()}, "")
 	}
-	for _, labels := range []map[string]string{cm.Labels, jb.Labels, jb.Spec.Template.Labels} {
+	for _, labels := range []map[string]string{inputs.Labels, jb.Labels, jb.Spec.Template.Labels} {
 		labels[v1alpha1.MachineOSConfigLabel] = s.mosc.Name
 	}
-	if err := r.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	if err := r.Client.Create(ctx, inputs); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Secret %s/%s: %w", inputs.Namespace, inputs.Name, err)
 	}
 	if err := r.Client.Create(ctx, jb); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
@@ -151,7 +151,7 @@ func (r *Reconciler) interrupt(ctx context.Context, b *v1alpha1.MachineOSBuild, 
 	return status.Patch(ctx, r.Client, before, b)
 }
 
-// deleteJob deletes a build's Job (with its pods) and ConfigMap.
+// deleteJob deletes a build's Job (with its pods) and Secret.
 func (r *Reconciler) deleteJob(ctx context.Context, b *v1alpha1.MachineOSBuild) error {
 	name := job.JobName(b.Name)
 	background := client.PropagationPolicy(metav1.DeletePropagationBackground)
@@ -159,9 +159,9 @@ func (r *Reconciler) deleteJob(ctx context.Context, b *v1alpha1.MachineOSBuild) 
 	if err := r.Client.Delete(ctx, jb, background); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Job %s: %w", name, err)
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.Config.Namespace, Name: name}}
-	if err := r.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete ConfigMap %s: %w", name, err)
+	inputs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Config.Namespace, Name: name}}
+	if err := r.Client.Delete(ctx, inputs); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Secret %s: %w", name, err)
 	}
 	return nil
 }
