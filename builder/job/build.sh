@@ -142,6 +142,17 @@ export CONTAINERS_STORAGE_CONF=$P/storage.conf
 	done
 } >"$P/registries.conf"
 export CONTAINERS_REGISTRIES_CONF=$P/registries.conf
+# The capabilities of RUN steps are buildah's defaults, said here since
+# this file replaces the image's containers.conf; the lock files go to the
+# scratch directory, since the container's own file system is read-only.
+cat >"$P/containers.conf" <<EOF
+[containers]
+default_capabilities = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"]
+
+[engine]
+tmp_dir = "$P/libpod"
+EOF
+export CONTAINERS_CONF=$P/containers.conf
 export BUILDAH_ISOLATION=chroot
 policy=()
 if [ ! -e /etc/containers/policy.json ]; then

@@ -69,10 +69,47 @@
 //
 // # Privileges
 //
-// The build pod's containers are privileged: buildah's chroot isolation
-// still mounts /proc, /sys and bind mounts and unshares mount, UTS and IPC
-// namespaces for each RUN, and pulls layers with device nodes and file
-// owners of any uid; an unprivileged container's seccomp profile, masked
-// /proc paths and missing CAP_SYS_ADMIN refuse those. The pod gets no
-// service account token, since it never talks to the API server.
+// No container is privileged, may gain privileges (allowPrivilegeEscalation
+// false) or write its own file system (readOnlyRootFilesystem; buildah's
+// lock directory is moved to the scratch directory). Each drops every
+// capability but SETUID, SETGID and SETFCAP, and runs without a seccomp
+// profile (Unconfined). The pod gets no service account token, since it
+// never talks to the API server.
+//
+// This was measured on the test cluster (Linux 6.18, cgroup v1, no
+// AppArmor, containerd 1.6.20 with runc 1.1.5, buildah 1.28.2 in the
+// builder image) by building a Debian base (device nodes, setuid files,
+// files of other groups) and a base with a file capability, with a RUN
+// step that chowns, chmods and searches for the credentials:
+//
+//   - buildah as root without CAP_SYS_ADMIN runs itself in a user
+//     namespace it makes, in every phase. The runtime's default seccomp
+//     profile refuses unshare(CLONE_NEWUSER) without CAP_SYS_ADMIN, so
+//     every container fails under it ("Error during
+//     unshare(CLONE_NEWUSER): Operation not permitted").
+//   - Without a seccomp profile, SETUID, SETGID and SETFCAP are all the
+//     three containers need: buildah writes the user namespace's whole
+//     uid_map and gid_map, 0 included, and without any one of them that
+//     write fails. Owners, modes, setuid bits, device nodes and file
+//     capabilities come out as with a privileged pod (the base's layers
+//     regenerate with the same digests).
+//   - The other way that works keeps the default seccomp profile but gives
+//     the build container CAP_SYS_ADMIN, MKNOD and the eleven capabilities
+//     buildah gives RUN steps (CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL,
+//     NET_BIND_SERVICE, SETFCAP, SETGID, SETPCAP, SETUID, SYS_CHROOT;
+//     without any of them a RUN step fails); the push container then
+//     needs CAP_SYS_ADMIN alone, the pull container CAP_SYS_ADMIN too.
+//     CAP_SYS_ADMIN in the host's user namespace
+//     lets a process that gets hold of it mount file systems, on a cgroup
+//     v1 host the way out of the container; the seccomp profile is the
+//     smaller loss. A Localhost profile that adds the user namespace
+//     calls to the default one would narrow it, but must be installed on
+//     every node.
+//   - AppArmor, whose default container profile denies mount(2), was not
+//     measured: the test host has none.
+//
+// RUN steps keep the capabilities buildah gives them, among them
+// SYS_CHROOT, with which a step can leave buildah's chroot (chroot(2),
+// not pivot_root) and read the build container's own files and mounts:
+// which is why no credential is mounted there.
 package job

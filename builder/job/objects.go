@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -422,9 +423,18 @@ func podSpec(cfg Config, req Request, name string, bases []BaseImage) corev1.Pod
 	return spec
 }
 
-// securityContext is each container's: see the package comment.
+// securityContext is each container's: all three need the same, see the
+// package comment for how it was measured. No container is privileged or
+// may gain privileges, and each keeps its own file system read-only.
 func securityContext() *corev1.SecurityContext {
-	return &corev1.SecurityContext{Privileged: ptr.To(true)}
+	return &corev1.SecurityContext{
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: slices.Clone(containerCapabilities)},
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		// buildah, root without CAP_SYS_ADMIN, runs itself in a user
+		// namespace it makes, which the runtime's default profile refuses.
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined},
+	}
 }
 
 func copyMap(m map[string]string) map[string]string {
@@ -437,3 +447,8 @@ func copyMap(m map[string]string) map[string]string {
 	}
 	return out
 }
+
+// containerCapabilities are all a build pod's container keeps: what
+// buildah needs to map the whole ID range into the user namespace it makes
+// (uid_map and gid_map, 0 included).
+var containerCapabilities = []corev1.Capability{"SETUID", "SETGID", "SETFCAP"}

@@ -314,13 +314,41 @@ func TestObjects(t *testing.T) {
 	}
 }
 
-// checkSecurityContexts: see the package comment.
+// checkSecurityContexts holds the privileges measured on the test cluster
+// (see the package comment): no container is privileged or may gain
+// privileges or write its own file system, and none keeps a capability
+// but the three buildah needs to map IDs into its user namespace; in
+// particular none has CAP_SYS_ADMIN.
 func checkSecurityContexts(t *testing.T, ps corev1.PodSpec) {
 	t.Helper()
 	for _, c := range append(append([]corev1.Container(nil), ps.InitContainers...), ps.Containers...) {
-		if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
-			t.Errorf("%s: security context %+v", c.Name, c.SecurityContext)
+		sc := c.SecurityContext
+		if sc == nil {
+			t.Errorf("%s has no security context", c.Name)
+			continue
 		}
+		if sc.Privileged != nil && *sc.Privileged {
+			t.Errorf("%s is privileged", c.Name)
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("%s may gain privileges (allowPrivilegeEscalation %v)", c.Name, sc.AllowPrivilegeEscalation)
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("%s may write its own file system", c.Name)
+		}
+		if sc.ProcMount != nil && *sc.ProcMount != corev1.DefaultProcMount {
+			t.Errorf("%s unmasks /proc", c.Name)
+		}
+		want := &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"SETUID", "SETGID", "SETFCAP"}}
+		if !reflect.DeepEqual(sc.Capabilities, want) {
+			t.Errorf("%s capabilities %+v, want %+v", c.Name, sc.Capabilities, want)
+		}
+		if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeUnconfined {
+			t.Errorf("%s seccomp profile %+v: buildah needs to make a user namespace, which the runtime's default refuses", c.Name, sc.SeccompProfile)
+		}
+	}
+	if ps.HostPID || ps.HostIPC || (ps.SecurityContext != nil && ps.SecurityContext.SeccompProfile != nil) {
+		t.Errorf("host PID %v, host IPC %v, pod security context %+v", ps.HostPID, ps.HostIPC, ps.SecurityContext)
 	}
 }
 
