@@ -67,6 +67,12 @@
 // instead of spending its backoff limit; pods disrupted by eviction or
 // preemption do not count against it.
 //
+// # Placement
+//
+// Build pods get a required node affinity that keeps them off
+// control-plane nodes (node-role.kubernetes.io/control-plane
+// DoesNotExist), unless Placement.Affinity has a nodeAffinity of its own.
+//
 // # Privileges
 //
 // No container is privileged, may gain privileges (allowPrivilegeEscalation

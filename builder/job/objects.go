@@ -32,6 +32,10 @@ func BuildScript() string { return buildScript }
 // value is LabelValue(build name).
 const LabelMachineOSBuild = "machineconfiguration.strata.dev/machineosbuild"
 
+// LabelControlPlane marks control-plane nodes; build pods stay off them
+// unless Placement.Affinity says otherwise.
+const LabelControlPlane = "node-role.kubernetes.io/control-plane"
+
 // MaxContextBytes bounds the gzipped build context in the Secret, which
 // must stay under 1 MiB together with the script and the step map.
 const MaxContextBytes = 900 << 10
@@ -98,6 +102,11 @@ const (
 type Placement struct {
 	NodeSelector map[string]string   `json:"nodeSelector,omitempty"`
 	Tolerations  []corev1.Toleration `json:"tolerations,omitempty"`
+	// Affinity of the build pods. Without a nodeAffinity here, build pods
+	// get a required node affinity that keeps them off control-plane
+	// nodes (LabelControlPlane DoesNotExist); a nodeAffinity here replaces
+	// it, and an empty one (nodeAffinity: {}) allows every node.
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 	// Resources of each of the build pod's containers (they run one after
 	// the other).
 	Resources   corev1.ResourceRequirements `json:"resources,omitempty"`
@@ -410,6 +419,7 @@ func podSpec(cfg Config, req Request, name string, bases []BaseImage) corev1.Pod
 		HostNetwork:                   p.HostNetwork,
 		NodeSelector:                  copyMap(p.NodeSelector),
 		Tolerations:                   append([]corev1.Toleration(nil), p.Tolerations...),
+		Affinity:                      affinity(p.Affinity),
 		// Init containers run one after the other, each after the one
 		// before succeeded: the push starts only when the build, and
 		// every process it left, has ended.
@@ -421,6 +431,23 @@ func podSpec(cfg Config, req Request, name string, bases []BaseImage) corev1.Pod
 		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
 	}
 	return spec
+}
+
+// affinity is the placement's affinity with the default node affinity,
+// which keeps build pods off control-plane nodes, when it has none.
+func affinity(a *corev1.Affinity) *corev1.Affinity {
+	out := a.DeepCopy()
+	if out == nil {
+		out = &corev1.Affinity{}
+	}
+	if out.NodeAffinity == nil {
+		out.NodeAffinity = &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: LabelControlPlane, Operator: corev1.NodeSelectorOpDoesNotExist}},
+			}}},
+		}
+	}
+	return out
 }
 
 // securityContext is each container's: all three need the same, see the

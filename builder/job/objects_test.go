@@ -147,6 +147,14 @@ func TestObjects(t *testing.T) {
 		!reflect.DeepEqual(ps.NodeSelector, cfg.Placement.NodeSelector) || !reflect.DeepEqual(ps.Tolerations, cfg.Placement.Tolerations) {
 		t.Errorf("placement not applied: %+v", ps)
 	}
+	wantAffinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.NodeSelectorOpDoesNotExist}},
+		}}},
+	}}
+	if !reflect.DeepEqual(ps.Affinity, wantAffinity) {
+		t.Errorf("affinity %+v, want the default that keeps build pods off control-plane nodes", ps.Affinity)
+	}
 
 	// Three containers, one after the other: pull and build are init
 	// containers, push the pod's container.
@@ -381,6 +389,59 @@ func TestObjectsOptional(t *testing.T) {
 	if ps.HostNetwork || ps.DNSPolicy != "" {
 		t.Errorf("host network %v, DNS policy %q", ps.HostNetwork, ps.DNSPolicy)
 	}
+}
+
+// TestObjectsAffinity: the placement's node affinity replaces the default
+// one, which keeps build pods off control-plane nodes; its other
+// affinities are kept alongside the default.
+func TestObjectsAffinity(t *testing.T) {
+	onBuilders := &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: "node-role.kubernetes.io/builder", Operator: corev1.NodeSelectorOpExists}}}},
+	}}
+	antiAffinity := &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+		Weight: 1, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname"}}}}
+	cases := []struct {
+		name      string
+		placement *corev1.Affinity
+		want      func(*corev1.Affinity) bool
+	}{
+		{"default", nil, func(a *corev1.Affinity) bool { return offControlPlane(a.NodeAffinity) && a.PodAntiAffinity == nil }},
+		{"node affinity replaces the default", &corev1.Affinity{NodeAffinity: onBuilders},
+			func(a *corev1.Affinity) bool { return reflect.DeepEqual(a.NodeAffinity, onBuilders) }},
+		{"empty node affinity allows every node", &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}},
+			func(a *corev1.Affinity) bool { return reflect.DeepEqual(a.NodeAffinity, &corev1.NodeAffinity{}) }},
+		{"pod anti-affinity keeps the default", &corev1.Affinity{PodAntiAffinity: antiAffinity},
+			func(a *corev1.Affinity) bool {
+				return offControlPlane(a.NodeAffinity) && reflect.DeepEqual(a.PodAntiAffinity, antiAffinity)
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, req := testRequest()
+			cfg.Placement.Affinity = c.placement
+			before := c.placement.DeepCopy()
+			_, job, err := Objects(cfg, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := job.Spec.Template.Spec.Affinity; got == nil || !c.want(got) {
+				t.Errorf("affinity %+v", got)
+			}
+			if !reflect.DeepEqual(c.placement, before) {
+				t.Error("Objects changed the configuration's affinity")
+			}
+		})
+	}
+}
+
+func offControlPlane(na *corev1.NodeAffinity) bool {
+	if na == nil || na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return false
+	}
+	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	return len(terms) == 1 && reflect.DeepEqual(terms[0].MatchExpressions,
+		[]corev1.NodeSelectorRequirement{{Key: LabelControlPlane, Operator: corev1.NodeSelectorOpDoesNotExist}})
 }
 
 func TestObjectsErrors(t *testing.T) {
