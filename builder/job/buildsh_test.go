@@ -4,13 +4,20 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +26,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -182,6 +190,123 @@ func TestBuildScript(t *testing.T) {
 			t.Fatalf("report = %+v, want step PullBase naming the image\n%s", tm, out)
 		}
 	})
+}
+
+// TestRunStepFindsNoCredentials runs, as a RUN step, what a hostile
+// Containerfile would do to find the registry credentials: leakfinder
+// (testdata/leakfinder) searches the image, every process's environment,
+// command line and mounts, escapes buildah's chroot and searches what the
+// container around it holds. It looks for the registry password and the
+// base64 auth string of the pull and push secrets, given only their
+// SHA-256, so that neither the Containerfile nor the build log carries
+// them. The build container must give it nothing to find.
+func TestRunStepFindsNoCredentials(t *testing.T) {
+	for _, bin := range []string{"buildah", "bash", "tar", "gzip", "go"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s is not installed: the test needs it", bin)
+		}
+	}
+	finder := leakfinder(t)
+	busybox := testregistry.Busybox(t)
+	testhost.UseBuildah(t)
+	secret := make([]byte, 13)
+	if _, err := rand.Read(secret); err != nil {
+		t.Fatal(err)
+	}
+	password := "leak-canary-" + hex.EncodeToString(secret)
+	reg := testregistry.Start(t, password)
+	auth := strings.TrimRight(base64.StdEncoding.EncodeToString([]byte(reg.User+":"+password)), "=")
+	creds := reg.DockerConfigJSON(password)
+	if !strings.Contains(string(creds), auth) {
+		t.Fatalf("the Secret %s does not hold the auth string the search looks for", creds)
+	}
+	secrets := map[string][]byte{"base-pull": creds, "push": creds}
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	search := fmt.Sprintf("RUN /usr/local/bin/leakfinder password=%s:%d auth=%s:%d\n", sum(password), len(password), sum(auth), len(auth))
+	cfg := Config{Namespace: "strata-system", BuilderImage: "strata-builder:test", InsecureRegistries: []string{reg.Host}}
+	try := func(t *testing.T, name string, files map[string]string) (TerminationMessage, string) {
+		t.Helper()
+		files["usr/local/bin/leakfinder"] = finder
+		img, err := mutate.AppendLayers(busybox, executables(t, files))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := render(t, reg.Push(t, "test/"+name+":latest", img), search)
+		for _, s := range []string{password, auth} {
+			if bytes.Contains(res.Containerfile, []byte(s)) {
+				t.Fatalf("the Containerfile holds a credential:\n%s", res.Containerfile)
+			}
+		}
+		return runBuild(t, cfg, Request{Build: build(name), Result: res,
+			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.Host + "/test/" + name + ":built"}, secrets)
+	}
+
+	// The search finds a credential where a RUN step can read it.
+	t.Run("FindsAPlantedCredential", func(t *testing.T) {
+		tm, out := try(t, "planted", map[string]string{"etc/planted.json": string(creds)})
+		if tm.Step != v1alpha1.BuildStepBuild || !strings.Contains(out, "leakfinder: LEAK auth in /etc/planted.json") {
+			t.Fatalf("report %+v, want the RUN step to fail on the planted credential\n%s", tm, out)
+		}
+	})
+
+	t.Run("FindsNone", func(t *testing.T) {
+		tm, out := try(t, "clean", map[string]string{})
+		if strings.Contains(out, "LEAK") || tm.Digest == "" {
+			t.Fatalf("a RUN step found registry credentials (report %+v):\n%s", tm, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "leakfinder: ") {
+				t.Log(l)
+			}
+		}
+		// The search reached past the chroot, into what the build
+		// container holds.
+		m := regexp.MustCompile(`leakfinder: searched around the chroot: (\d+) files`).FindStringSubmatch(out)
+		if !strings.Contains(out, "leakfinder: escaped the chroot: yes") || m == nil || m[1] == "0" {
+			t.Errorf("the search did not get out of buildah's chroot, so it did not cover the build container:\n%s", out)
+		}
+	})
+}
+
+// leakfinder builds testdata/leakfinder, static, and returns the binary.
+func leakfinder(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "leakfinder")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./testdata/leakfinder")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build leakfinder: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// executables is a layer of root's files, mode 0755, in the image's
+// layer media type.
+func executables(t *testing.T, files map[string]string) v1.Layer {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, n := range slices.Sorted(maps.Keys(files)) {
+		if err := tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(files[n])), ModTime: time.Unix(0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(tw, files[n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return layer
 }
 
 // runBuild plays the build pod of Objects(cfg, req): it runs build.sh for
