@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -18,6 +20,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,7 +64,7 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		secret := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: strataNS, Name: "e2e-push"},
 			Type:       corev1.SecretTypeDockerConfigJson,
-			Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"127.0.0.1:5000":{"auth":"ZTJlOmUyZQ=="}}}`)},
+			Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"127.0.0.1:5000":{"auth":"` + e2ePushAuth + `"}}}`)},
 		}
 		Expect(client.IgnoreAlreadyExists(c.Create(ctx, secret))).To(Succeed())
 
@@ -130,6 +133,9 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		Expect(labels).To(HaveKeyWithValue("machineconfiguration.strata.dev/pool", "e2e"))
 		Expect(labels).To(HaveKeyWithValue("machineconfiguration.strata.dev/rendered-config", build.Spec.MachineConfig.Name))
 		Expect(labels["machineconfiguration.strata.dev/base-image-digest"]).To(HavePrefix("sha256:"))
+
+		By("looking for the push secret's credentials where users read")
+		expectNoCredentials(ctx, c, build, e2ePushAuth)
 
 		first = build
 		waitCurrent(ctx, c, first)
@@ -286,6 +292,66 @@ func imageConfig(ctx context.Context, ref string) string {
 	out, err := json.Marshal(cfg.Config)
 	Expect(err).NotTo(HaveOccurred())
 	return string(out)
+}
+
+// e2ePushAuth is the e2e push secret's auth string (e2e:e2e).
+const e2ePushAuth = "ZTJlOmUyZQ=="
+
+// expectNoCredentials looks for a registry auth string where users can
+// read what the controller made of a build: the build Secret's files (the
+// context unpacked), the Job and its pods (spec and status, with the
+// termination messages), the build and its MachineOSConfig, and every
+// event.
+func expectNoCredentials(ctx context.Context, c client.Client, build *v1alpha1.MachineOSBuild, auth string) {
+	needle := []byte(strings.TrimRight(auth, "="))
+	texts := map[string][]byte{}
+	add := func(what string, obj any) {
+		raw, err := json.Marshal(obj)
+		Expect(err).NotTo(HaveOccurred())
+		texts[what] = raw
+	}
+	name := job.JobName(build.Name)
+	secret, err := clientset.CoreV1().Secrets(strataNS).Get(ctx, name, metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred(), "the build's Secret")
+	for k, v := range secret.Data {
+		texts["build Secret key "+k] = v
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(secret.Data[job.KeyContext]))
+	Expect(err).NotTo(HaveOccurred())
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		Expect(err).NotTo(HaveOccurred())
+		data, err := io.ReadAll(tr)
+		Expect(err).NotTo(HaveOccurred())
+		texts["build context file "+h.Name] = data
+	}
+	Expect(texts).To(HaveKey("build context file Containerfile"))
+	jb, err := clientset.BatchV1().Jobs(strataNS).Get(ctx, name, metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	add("Job", jb)
+	pods, err := clientset.CoreV1().Pods(strataNS).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + name})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(pods.Items).NotTo(BeEmpty())
+	add("pods", pods)
+	mosc := &v1alpha1.MachineOSConfig{}
+	Expect(c.Get(ctx, client.ObjectKey{Name: build.Spec.MachineOSConfig.Name}, mosc)).To(Succeed())
+	add("MachineOSConfig", mosc)
+	b := &v1alpha1.MachineOSBuild{}
+	Expect(c.Get(ctx, client.ObjectKeyFromObject(build), b)).To(Succeed())
+	add("MachineOSBuild", b)
+	events, err := clientset.EventsV1().Events("").List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	add("events", events)
+	coreEvents, err := clientset.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	add("core events", coreEvents)
+	for where, text := range texts {
+		Expect(bytes.Contains(text, needle)).To(BeFalse(), "the %s holds the registry credentials", where)
+	}
 }
 
 func machineConfig(content string) *v1alpha1.MachineConfig {

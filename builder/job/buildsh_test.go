@@ -4,13 +4,20 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +26,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -183,117 +192,285 @@ func TestBuildScript(t *testing.T) {
 	})
 }
 
-// runBuild lays out what the build pod of Objects(cfg, req) sees, runs
-// build.sh with the container's environment (its paths moved into a
-// temporary directory) and returns the termination message and output.
+// TestRunStepFindsNoCredentials runs, as a RUN step, what a hostile
+// Containerfile would do to find the registry credentials: leakfinder
+// (testdata/leakfinder) searches the image, every process's environment,
+// command line and mounts, escapes buildah's chroot and searches what the
+// container around it holds. It looks for the registry password and the
+// base64 auth string of the pull and push secrets, given only their
+// SHA-256, so that neither the Containerfile nor the build log carries
+// them. The build container must give it nothing to find.
+func TestRunStepFindsNoCredentials(t *testing.T) {
+	for _, bin := range []string{"buildah", "bash", "tar", "gzip", "go"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s is not installed: the test needs it", bin)
+		}
+	}
+	finder := leakfinder(t)
+	busybox := testregistry.Busybox(t)
+	testhost.UseBuildah(t)
+	secret := make([]byte, 13)
+	if _, err := rand.Read(secret); err != nil {
+		t.Fatal(err)
+	}
+	password := "leak-canary-" + hex.EncodeToString(secret)
+	reg := testregistry.Start(t, password)
+	auth := strings.TrimRight(base64.StdEncoding.EncodeToString([]byte(reg.User+":"+password)), "=")
+	creds := reg.DockerConfigJSON(password)
+	if !strings.Contains(string(creds), auth) {
+		t.Fatalf("the Secret %s does not hold the auth string the search looks for", creds)
+	}
+	secrets := map[string][]byte{"base-pull": creds, "push": creds}
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	search := fmt.Sprintf("RUN /usr/local/bin/leakfinder password=%s:%d auth=%s:%d\n", sum(password), len(password), sum(auth), len(auth))
+	cfg := Config{Namespace: "strata-system", BuilderImage: "strata-builder:test", InsecureRegistries: []string{reg.Host}}
+	try := func(t *testing.T, name string, files map[string]string) (TerminationMessage, string) {
+		t.Helper()
+		files["usr/local/bin/leakfinder"] = finder
+		img, err := mutate.AppendLayers(busybox, executables(t, files))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := render(t, reg.Push(t, "test/"+name+":latest", img), search)
+		for _, s := range []string{password, auth} {
+			if bytes.Contains(res.Containerfile, []byte(s)) {
+				t.Fatalf("the Containerfile holds a credential:\n%s", res.Containerfile)
+			}
+		}
+		return runBuild(t, cfg, Request{Build: build(name), Result: res,
+			BaseImagePullSecret: "base-pull", PushSecret: "push", PushSpec: reg.Host + "/test/" + name + ":built"}, secrets)
+	}
+
+	// The search finds a credential where a RUN step can read it.
+	t.Run("FindsAPlantedCredential", func(t *testing.T) {
+		tm, out := try(t, "planted", map[string]string{"etc/planted.json": string(creds)})
+		if tm.Step != v1alpha1.BuildStepBuild || !strings.Contains(out, "leakfinder: LEAK auth in /etc/planted.json") {
+			t.Fatalf("report %+v, want the RUN step to fail on the planted credential\n%s", tm, out)
+		}
+	})
+
+	t.Run("FindsNone", func(t *testing.T) {
+		tm, out := try(t, "clean", map[string]string{})
+		if strings.Contains(out, "LEAK") || tm.Digest == "" {
+			t.Fatalf("a RUN step found registry credentials (report %+v):\n%s", tm, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "leakfinder: ") {
+				t.Log(l)
+			}
+		}
+		// The search reached past the chroot, into what the build
+		// container holds.
+		m := regexp.MustCompile(`leakfinder: searched around the chroot: (\d+) files`).FindStringSubmatch(out)
+		if !strings.Contains(out, "leakfinder: escaped the chroot: yes") || m == nil || m[1] == "0" {
+			t.Errorf("the search did not get out of buildah's chroot, so it did not cover the build container:\n%s", out)
+		}
+	})
+}
+
+// leakfinder builds testdata/leakfinder, static, and returns the binary.
+func leakfinder(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "leakfinder")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./testdata/leakfinder")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build leakfinder: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// executables is a layer of root's files, mode 0755, in the image's
+// layer media type.
+func executables(t *testing.T, files map[string]string) v1.Layer {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, n := range slices.Sorted(maps.Keys(files)) {
+		if err := tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(files[n])), ModTime: time.Unix(0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(tw, files[n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return layer
+}
+
+// runBuild plays the build pod of Objects(cfg, req): it runs build.sh for
+// each of the pod's containers in order, as the kubelet would, until one
+// fails, with the container's environment and mounts (its paths moved into
+// a temporary directory). Each volume is a directory there; a Secret
+// volume exists only while a container that mounts it runs, since a
+// container cannot see the volumes it does not mount. It returns the
+// report of the container that failed, or the push container's, and the
+// output of them all.
 func runBuild(t *testing.T, cfg Config, req Request, secrets map[string][]byte) (TerminationMessage, string) {
 	t.Helper()
-	cm, job, err := Objects(cfg, req)
+	inputs, job, err := Objects(cfg, req)
 	if err != nil {
 		t.Fatalf("Objects: %v", err)
 	}
 	root := t.TempDir()
-	moved := func(p string) string { return filepath.Join(root, filepath.FromSlash(p)) }
 	spec := job.Spec.Template.Spec
-	c := spec.Containers[0]
-	for _, m := range c.VolumeMounts {
-		dir := moved(m.MountPath)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
+	volume := func(name string) corev1.Volume {
 		for _, v := range spec.Volumes {
-			if v.Name != m.Name {
+			if v.Name == name {
+				return v
+			}
+		}
+		t.Fatalf("no volume %s", name)
+		return corev1.Volume{}
+	}
+	var out bytes.Buffer
+	var report TerminationMessage
+	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "build-pod"}, Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}
+	for i, c := range append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...) {
+		init := i < len(spec.InitContainers)
+		mounts := map[string]string{} // mount path → directory
+		var secretDirs []string
+		for _, m := range c.VolumeMounts {
+			dir := filepath.Join(root, "volumes", m.Name)
+			mounts[m.MountPath] = dir
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			v := volume(m.Name)
+			if v.Secret == nil {
 				continue
 			}
-			switch {
-			case v.ConfigMap != nil:
-				for k, s := range cm.Data {
-					writeFile(t, filepath.Join(dir, k), []byte(s))
-				}
-				for k, b := range cm.BinaryData {
+			secretDirs = append(secretDirs, dir)
+			data := map[string][]byte{}
+			if v.Secret.SecretName == inputs.Name {
+				data = inputs.Data
+			} else if auth, ok := secrets[v.Secret.SecretName]; ok {
+				data[corev1.DockerConfigJsonKey] = auth
+			} else {
+				t.Fatalf("no test Secret %q", v.Secret.SecretName)
+			}
+			if len(v.Secret.Items) == 0 {
+				for k, b := range data {
 					writeFile(t, filepath.Join(dir, k), b)
 				}
-			case v.Secret != nil:
-				data, ok := secrets[v.Secret.SecretName]
+			}
+			for _, it := range v.Secret.Items {
+				b, ok := data[it.Key]
 				if !ok {
-					t.Fatalf("no test Secret %q", v.Secret.SecretName)
+					t.Fatalf("Secret %s has no key %s", v.Secret.SecretName, it.Key)
 				}
-				for _, it := range v.Secret.Items {
-					if it.Key != corev1.DockerConfigJsonKey {
-						t.Fatalf("Secret item %q, want %q", it.Key, corev1.DockerConfigJsonKey)
-					}
-					writeFile(t, filepath.Join(dir, it.Path), data)
-				}
+				writeFile(t, filepath.Join(dir, it.Path), b)
 			}
 		}
-	}
-	termLog := filepath.Join(root, "termination-log")
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + root}
-	for _, e := range c.Env {
-		v := e.Value
-		if strings.HasPrefix(v, "/") {
-			v = moved(v)
+		// moved is where a path of the container is in the test: under
+		// the directory of the longest mount path that holds it.
+		moved := func(p string) string {
+			best := ""
+			for mp := range mounts {
+				if (p == mp || strings.HasPrefix(p, mp+"/")) && len(mp) > len(best) {
+					best = mp
+				}
+			}
+			if best == "" {
+				t.Fatalf("container %s: %s is on no volume", c.Name, p)
+			}
+			return mounts[best] + strings.TrimPrefix(p, best)
 		}
-		if e.Name == "STRATA_TERMINATION_LOG" {
-			v = termLog
+		termLog := filepath.Join(root, c.Name+"-termination-log")
+		home := filepath.Join(root, "home-"+c.Name)
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			t.Fatal(err)
 		}
-		env = append(env, e.Name+"="+v)
+		env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}
+		for _, e := range c.Env {
+			v := e.Value
+			switch {
+			case e.Name == "STRATA_TERMINATION_LOG":
+				v = termLog
+			case strings.HasPrefix(v, "/"):
+				v = moved(v)
+			}
+			env = append(env, e.Name+"="+v)
+		}
+		args := append([]string(nil), c.Command[1:]...)
+		args[0] = moved(args[0])
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		cmd := exec.CommandContext(ctx, c.Command[0], args...)
+		cmd.Env = env
+		cmd.Dir = home
+		cmd.Stdout, cmd.Stderr = &out, &out
+		runErr := cmd.Run()
+		cancel()
+		for _, d := range secretDirs {
+			if err := os.RemoveAll(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(runErr, &ee) {
+			code = ee.ExitCode()
+		} else if runErr != nil {
+			t.Fatalf("run %s container: %v", c.Name, runErr)
+		}
+		msg, err := os.ReadFile(termLog)
+		if err != nil && (code != 0 || !init) {
+			t.Fatalf("%s container exited %d and wrote no termination message: %v\n%s", c.Name, code, err, out.String())
+		}
+		if len(msg) >= 4096 {
+			t.Errorf("%s container's termination message is %d bytes, over the kubelet's 4096", c.Name, len(msg))
+		}
+		status := corev1.ContainerStatus{Name: c.Name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: int32(code), Message: string(msg)}}}
+		if init {
+			pod.Status.InitContainerStatuses = append(pod.Status.InitContainerStatuses, status)
+		} else {
+			pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, status)
+		}
+		if code == 0 && init {
+			if len(msg) > 0 {
+				t.Errorf("%s container succeeded with a report: %s", c.Name, msg)
+			}
+			continue
+		}
+		if err := json.Unmarshal(msg, &report); err != nil {
+			t.Fatalf("%s container's termination message is not JSON: %v: %q", c.Name, err, msg)
+		}
+		switch {
+		case report.Digest != "" && (code != 0 || c.Name != ContainerPush):
+			t.Errorf("%s container reported a digest and exited %d", c.Name, code)
+		case report.Digest == "" && code == 0:
+			t.Errorf("%s container exited 0 without a digest: %s", c.Name, msg)
+		}
+		t.Logf("report of the %s container: %s", c.Name, msg)
+		if code != 0 {
+			pod.Status.Phase = corev1.PodFailed
+			break
+		}
 	}
-	args := append([]string(nil), c.Command[1:]...)
-	args[0] = moved(args[0])
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, c.Command[0], args...)
-	cmd.Env = env
-	cmd.Dir = root
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	runErr := cmd.Run()
-	msg, err := os.ReadFile(termLog)
-	if err != nil {
-		t.Fatalf("build.sh wrote no termination message (%v): %v\n%s", runErr, err, out.String())
-	}
-	if len(msg) >= 4096 {
-		t.Errorf("termination message is %d bytes, over the kubelet's 4096", len(msg))
-	}
-	var tm TerminationMessage
-	if err := json.Unmarshal(msg, &tm); err != nil {
-		t.Fatalf("termination message is not JSON: %v: %q", err, msg)
-	}
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(runErr, &ee) {
-		code = ee.ExitCode()
-	} else if runErr != nil {
-		t.Fatalf("run build.sh: %v", runErr)
-	}
-	switch {
-	case tm.Digest != "" && code != 0:
-		t.Errorf("reported a digest but exited %d", code)
-	case tm.Digest == "" && code == 0:
-		t.Errorf("exited 0 without a digest: %s", msg)
-	}
-	t.Logf("report: %s", msg)
 	// The status as the controller would see it.
-	st := Interpret(job, []corev1.Pod{terminatedPod(code, string(msg))})
-	if (st.Phase == PhaseSucceeded) != (tm.Digest != "") {
-		t.Errorf("Interpret of the pod = %+v, report %+v", st, tm)
+	if pod.Status.Phase == corev1.PodFailed {
+		job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonPodFailurePolicy}}
 	}
-	return tm, out.String()
-}
-
-func terminatedPod(code int, msg string) corev1.Pod {
-	phase := corev1.PodSucceeded
-	if code != 0 {
-		phase = corev1.PodFailed
+	st := Interpret(job, []corev1.Pod{pod})
+	switch {
+	case (st.Phase == PhaseSucceeded) != (report.Digest != ""):
+		t.Errorf("Interpret of the pod = %+v, report %+v", st, report)
+	case st.Phase == PhaseFailed && (st.Failure.Step != report.Step || st.Failure.Message != report.Message):
+		t.Errorf("Interpret of the pod gives failure %+v, the failed container reported %+v", st.Failure, report)
 	}
-	return corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "build-pod"},
-		Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
-			Name:  ContainerName,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code), Message: msg}},
-		}}},
-	}
+	return report, out.String()
 }
 
 func build(n string) *v1alpha1.MachineOSBuild {
@@ -371,29 +548,35 @@ func imageFiles(t *testing.T, img v1.Image) map[string]string {
 // TestBuildScriptPrepare checks the reports of undeliverable inputs, which
 // fail before buildah runs.
 func TestBuildScriptPrepare(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Fatalf("bash is not installed: %v", err)
+	for _, bin := range []string{"bash", "buildah"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s is not installed: %v", bin, err)
+		}
 	}
 	cases := []struct {
 		name    string
+		phase   string
 		env     func(dir string) []string
 		message string
 	}{
-		{"no work dir", func(string) []string { return nil }, "STRATA_WORKDIR is not set"},
-		{"corrupt context", func(dir string) []string {
+		{"unknown phase", "bogus", func(string) []string { return nil }, `unknown phase "bogus"`},
+		{"no storage", "build", func(string) []string { return nil }, "STRATA_STORAGE is not set"},
+		{"no base images", "pull", func(string) []string { return nil }, "STRATA_BASE_IMAGES is not set"},
+		{"corrupt context", "build", func(dir string) []string {
 			writeFile(t, filepath.Join(dir, "ctx.tar.gz"), []byte("not gzip"))
-			return []string{"STRATA_WORKDIR=" + filepath.Join(dir, "work"), "STRATA_CONTEXT_ARCHIVE=" + filepath.Join(dir, "ctx.tar.gz"), "STRATA_PUSH_SPEC=r.example/x:y"}
+			return []string{"STRATA_CONTEXT_ARCHIVE=" + filepath.Join(dir, "ctx.tar.gz")}
 		}, "could not be unpacked"},
-		{"missing authfile", func(dir string) []string {
-			_, req := testRequest()
-			cm, _, err := Objects(Config{Namespace: "n", BuilderImage: "i"}, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			writeFile(t, filepath.Join(dir, "ctx.tar.gz"), cm.BinaryData[KeyContext])
-			return []string{"STRATA_WORKDIR=" + filepath.Join(dir, "work"), "STRATA_CONTEXT_ARCHIVE=" + filepath.Join(dir, "ctx.tar.gz"), "STRATA_PUSH_SPEC=r.example/x:y",
-				"STRATA_PUSH_AUTHFILE=" + filepath.Join(dir, "nope", "auth.json")}
+		{"missing pull authfile", "pull", func(dir string) []string {
+			return []string{"STRATA_BASE_IMAGES=2 r.example/x@sha256:" + strings.Repeat("0", 64), "STRATA_BASE_AUTHFILE=" + filepath.Join(dir, "nope", "auth.json")}
 		}, "registry credentials"},
+		{"missing push authfile", "push", func(dir string) []string {
+			return []string{"STRATA_PUSH_SPEC=r.example/x:y", "STRATA_PUSH_AUTHFILE=" + filepath.Join(dir, "nope", "auth.json")}
+		}, "registry credentials"},
+		{"no image to push", "push", func(string) []string { return []string{"STRATA_PUSH_SPEC=r.example/x:y"} }, "no valid image ID"},
+		{"an image ID that is an option", "push", func(dir string) []string {
+			writeFile(t, filepath.Join(dir, "storage", "image-id"), []byte("--authfile=/etc/shadow\n"))
+			return []string{"STRATA_PUSH_SPEC=r.example/x:y"}
+		}, "no valid image ID"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -401,8 +584,12 @@ func TestBuildScriptPrepare(t *testing.T) {
 			script := filepath.Join(dir, "build.sh")
 			writeFile(t, script, []byte(BuildScript()))
 			termLog := filepath.Join(dir, "termination-log")
-			cmd := exec.Command("bash", script)
-			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "STRATA_TERMINATION_LOG=" + termLog}, c.env(dir)...)
+			cmd := exec.Command("bash", script, c.phase)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "STRATA_TERMINATION_LOG=" + termLog}
+			if c.name != "no storage" {
+				cmd.Env = append(cmd.Env, "STRATA_STORAGE="+filepath.Join(dir, "storage"), "STRATA_SCRATCH="+filepath.Join(dir, "scratch"))
+			}
+			cmd.Env = append(cmd.Env, c.env(dir)...)
 			out, err := cmd.CombinedOutput()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != ExitCodePermanent {

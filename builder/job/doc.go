@@ -1,5 +1,5 @@
 // Package job is the Job builder: it turns a rendered build
-// (containerfile.Result) into a ConfigMap and a Kubernetes Job whose pod
+// (containerfile.Result) into a Secret and a Kubernetes Job whose pod
 // runs buildah, and reads a build's outcome back from the Job and its pods.
 //
 // The package is pure: Objects builds the objects, Interpret reads them;
@@ -7,50 +7,115 @@
 //
 // # What the pod receives
 //
-// The ConfigMap (named JobName(build)) carries three keys:
+// The build Secret (named JobName(build), immutable, owned by the
+// MachineOSBuild) carries three keys. It is a Secret, not a ConfigMap,
+// because the context holds the configuration's /etc files.
 //
-//   - context.tar.gz (binaryData): the build context, always a gzipped tar
+//   - context.tar.gz: the build context, always a gzipped tar
 //     (containerfile.Result.WriteTar, gzip without name or time), so that
 //     one code path serves small and large contexts alike and the same
 //     build gives the same bytes. Objects refuses a context whose gzip
-//     exceeds MaxContextBytes: a ConfigMap must stay under 1 MiB.
+//     exceeds MaxContextBytes: a Secret must stay under 1 MiB.
 //   - steps: a map from buildah's step numbers to Containerfile lines (one
 //     "stage step line" triple a line), so that a failed instruction is
 //     reported with its line.
 //   - build.sh: the build script (embedded in this package).
 //
-// Registry credentials never enter the ConfigMap, environment or
-// arguments: the base image pull secret and the push secret are mounted
-// as Secret volumes (their .dockerconfigjson key as auth.json) and only
-// their paths are handed to buildah (--authfile). Registries listed in
+// The pod runs three containers of the builder image, one after the
+// other, each a phase of build.sh, sharing buildah's image storage on an
+// emptyDir:
+//
+//   - pull (init container) pulls the images the Containerfile's FROMs
+//     name (BaseImages) with the base image pull secret. It runs no user
+//     code.
+//   - build (init container) builds the Containerfile with
+//     `buildah bud --pull=never`, so every base comes from the storage. It
+//     mounts no registry credentials: the admin's RUN steps and package
+//     scriptlets run here. Images that COPY --from or RUN --mount name,
+//     other than a stage, are not pulled and fail the build.
+//   - push (the pod's container) pushes the built image with the push
+//     secret and reports its digest. It runs no user code, and starts
+//     only after the build container, and every process it left, ended.
+//
+// Registry credentials never enter the build Secret, an environment or
+// arguments: each registry Secret is mounted as a volume (its
+// .dockerconfigjson key as auth.json) in the one container that uses it,
+// and only its path is handed to buildah (--authfile). Each container has
+// its own scratch emptyDir for buildah's configuration, log and temporary
+// files, so the push reads nothing the build wrote but the storage and the
+// built image's ID, which it checks. Registries listed in
 // Config.InsecureRegistries are written into a registries.conf as
 // insecure; every other registry is verified.
 //
 // # What the pod reports
 //
-// The script writes one JSON object to the container's termination
-// message (TerminationMessage): the pushed digest on success, or the
-// failing step, a message and the last lines of the build log on failure,
-// under the kubelet's 4096-byte limit. The container's
-// FallbackToLogsOnError policy gives the log tail when the script could
-// not write it (killed, out of memory). Interpret turns that into a
-// Status.
+// A failing container writes one JSON object to its termination message
+// (TerminationMessage): the failing step, a message and the last lines of
+// its log, under the kubelet's 4096-byte limit; the push container writes
+// the pushed digest. FallbackToLogsOnError gives the log tail when the
+// script could not write it (killed, out of memory). Interpret reads the
+// report of whichever container failed, init containers included, and
+// the push container's digest.
 //
-// A failure names its step: Prepare (inputs not delivered), PullBase,
-// Auth (a registry answered 401/unauthorized/authentication required,
-// pulling or pushing), Build (a Containerfile instruction, reported as
-// "Containerfile line N: INSTRUCTION: error") or Push. Failures that
-// retrying cannot fix (Prepare, Auth, Build) exit with ExitCodePermanent,
-// and the Job's pod failure policy fails the Job at once instead of
-// spending its backoff limit; pods disrupted by eviction or preemption do
-// not count against it.
+// A failure names its step: Prepare (inputs not delivered), PullBase
+// ("Containerfile line N: FROM image: error"), Auth (a registry answered
+// 401/unauthorized/authentication required, pulling or pushing), Build (a
+// Containerfile instruction, reported as "Containerfile line N:
+// INSTRUCTION: error") or Push. Failures that retrying cannot fix
+// (Prepare, Auth, Build) exit with ExitCodePermanent, and the Job's pod
+// failure policy, which holds for every container, fails the Job at once
+// instead of spending its backoff limit; pods disrupted by eviction or
+// preemption do not count against it.
+//
+// # Placement
+//
+// Build pods get a required node affinity that keeps them off
+// control-plane nodes (node-role.kubernetes.io/control-plane
+// DoesNotExist), unless Placement.Affinity has a nodeAffinity of its own.
 //
 // # Privileges
 //
-// The build pod is privileged: buildah's chroot isolation still mounts
-// /proc, /sys and bind mounts and unshares mount, UTS and IPC namespaces
-// for each RUN, and pulls layers with device nodes and file owners of any
-// uid; an unprivileged container's seccomp profile, masked /proc paths and
-// missing CAP_SYS_ADMIN refuse those. The pod gets no service account
-// token, since it never talks to the API server.
+// No container is privileged, may gain privileges (allowPrivilegeEscalation
+// false) or write its own file system (readOnlyRootFilesystem; buildah's
+// lock directory is moved to the scratch directory). Each drops every
+// capability but SETUID, SETGID and SETFCAP, and runs without a seccomp
+// profile (Unconfined). The pod gets no service account token, since it
+// never talks to the API server.
+//
+// This was measured on the test cluster (Linux 6.18, cgroup v1, no
+// AppArmor, containerd 1.6.20 with runc 1.1.5, buildah 1.28.2 in the
+// builder image) by building a Debian base (device nodes, setuid files,
+// files of other groups) and a base with a file capability, with a RUN
+// step that chowns, chmods and searches for the credentials:
+//
+//   - buildah as root without CAP_SYS_ADMIN runs itself in a user
+//     namespace it makes, in every phase. The runtime's default seccomp
+//     profile refuses unshare(CLONE_NEWUSER) without CAP_SYS_ADMIN, so
+//     every container fails under it ("Error during
+//     unshare(CLONE_NEWUSER): Operation not permitted").
+//   - Without a seccomp profile, SETUID, SETGID and SETFCAP are all the
+//     three containers need: buildah writes the user namespace's whole
+//     uid_map and gid_map, 0 included, and without any one of them that
+//     write fails. Owners, modes, setuid bits, device nodes and file
+//     capabilities come out as with a privileged pod (the base's layers
+//     regenerate with the same digests).
+//   - The other way that works keeps the default seccomp profile but gives
+//     the build container CAP_SYS_ADMIN, MKNOD and the eleven capabilities
+//     buildah gives RUN steps (CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL,
+//     NET_BIND_SERVICE, SETFCAP, SETGID, SETPCAP, SETUID, SYS_CHROOT;
+//     without any of them a RUN step fails); the push container then
+//     needs CAP_SYS_ADMIN alone, the pull container CAP_SYS_ADMIN too.
+//     CAP_SYS_ADMIN in the host's user namespace
+//     lets a process that gets hold of it mount file systems, on a cgroup
+//     v1 host the way out of the container; the seccomp profile is the
+//     smaller loss. A Localhost profile that adds the user namespace
+//     calls to the default one would narrow it, but must be installed on
+//     every node.
+//   - AppArmor, whose default container profile denies mount(2), was not
+//     measured: the test host has none.
+//
+// RUN steps keep the capabilities buildah gives them, among them
+// SYS_CHROOT, with which a step can leave buildah's chroot (chroot(2),
+// not pivot_root) and read the build container's own files and mounts:
+// which is why no credential is mounted there.
 package job

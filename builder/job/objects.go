@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -27,36 +28,57 @@ var buildScript string
 // environment it reads and the report it writes.
 func BuildScript() string { return buildScript }
 
-// LabelMachineOSBuild is on the Job, the ConfigMap and the build pods; its
+// LabelMachineOSBuild is on the Job, the Secret and the build pods; its
 // value is LabelValue(build name).
 const LabelMachineOSBuild = "machineconfiguration.strata.dev/machineosbuild"
 
-// MaxContextBytes bounds the gzipped build context in the ConfigMap, which
+// LabelControlPlane marks control-plane nodes; build pods stay off them
+// unless Placement.Affinity says otherwise.
+const LabelControlPlane = "node-role.kubernetes.io/control-plane"
+
+// MaxContextBytes bounds the gzipped build context in the Secret, which
 // must stay under 1 MiB together with the script and the step map.
 const MaxContextBytes = 900 << 10
 
 // DefaultActiveDeadlineSeconds is the Job's deadline when Config leaves it 0.
 const DefaultActiveDeadlineSeconds = 3600
 
-// Keys of the build ConfigMap.
+// Keys of the build Secret.
 const (
 	KeyContext = "context.tar.gz"
 	KeySteps   = "steps"
 	KeyScript  = "build.sh"
 )
 
-// ContainerName is the name of the build container.
-const ContainerName = "build"
+// Containers of the build pod, in the order they run: two init containers
+// and the pod's only container.
+const (
+	// ContainerPull pulls the base image with the base image pull secret.
+	ContainerPull = "pull"
+	// ContainerBuild builds the image with no credentials; the admin's
+	// RUN steps run here.
+	ContainerBuild = "build"
+	// ContainerPush pushes the image with the push secret and reports its
+	// digest.
+	ContainerPush = "push"
+)
 
 // Paths in the build pod.
 const (
-	BuildDir       = "/var/run/strata/build"
-	WorkDir        = "/var/lib/strata-build"
+	// InputsDir holds the build Secret's files: all of them in the build
+	// container, only the script in the others.
+	InputsDir = "/var/run/strata/build"
+	// StorageDir is buildah's image storage, shared by the three
+	// containers.
+	StorageDir = "/var/lib/strata/storage"
+	// ScratchDir is each container's own writable directory.
+	ScratchDir     = "/var/lib/strata/scratch"
 	BaseSecretDir  = "/var/run/strata/secrets/base-pull"
 	PushSecretDir  = "/var/run/strata/secrets/push"
 	AuthFileName   = "auth.json"
-	volBuild       = "build"
-	volWork        = "work"
+	volInputs      = "inputs"
+	volScript      = "script"
+	volStorage     = "storage"
 	volBaseSecret  = "base-pull-secret"
 	volPushSecret  = "push-secret"
 	jobNamePrefix  = "build-"
@@ -78,16 +100,23 @@ const (
 // Placement of build pods, from the controller's configuration (the test
 // cluster needs HostNetwork so the pod reaches the registry on 127.0.0.1).
 type Placement struct {
-	NodeSelector map[string]string           `json:"nodeSelector,omitempty"`
-	Tolerations  []corev1.Toleration         `json:"tolerations,omitempty"`
-	Resources    corev1.ResourceRequirements `json:"resources,omitempty"`
-	HostNetwork  bool                        `json:"hostNetwork,omitempty"`
+	NodeSelector map[string]string   `json:"nodeSelector,omitempty"`
+	Tolerations  []corev1.Toleration `json:"tolerations,omitempty"`
+	// Affinity of the build pods. Without a nodeAffinity here, build pods
+	// get a required node affinity that keeps them off control-plane
+	// nodes (LabelControlPlane DoesNotExist); a nodeAffinity here replaces
+	// it, and an empty one (nodeAffinity: {}) allows every node.
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// Resources of each of the build pod's containers (they run one after
+	// the other).
+	Resources   corev1.ResourceRequirements `json:"resources,omitempty"`
+	HostNetwork bool                        `json:"hostNetwork,omitempty"`
 }
 
 // Config is the Job builder's configuration, the same for every build.
 type Config struct {
-	// Namespace is where Jobs, ConfigMaps and the Secrets live
-	// ("strata-system").
+	// Namespace is where the Jobs, their Secrets and the registry Secrets
+	// live ("strata-system").
 	Namespace string
 	// BuilderImage is the image with bash and buildah the build pod runs.
 	BuilderImage string
@@ -105,7 +134,7 @@ type Config struct {
 
 // Request is one build.
 type Request struct {
-	// Build owns the Job and ConfigMap; their names derive from its name.
+	// Build owns the Job and its Secret; their names derive from its name.
 	Build *v1alpha1.MachineOSBuild
 	// Result is the rendered build: Containerfile and context files.
 	Result *containerfile.Result
@@ -119,7 +148,7 @@ type Request struct {
 	PushSpec string
 }
 
-// JobName is the name of the Job (and ConfigMap) of a build: a DNS label
+// JobName is the name of the Job (and its Secret) of a build: a DNS label
 // of at most 63 characters, the same for the same build name, different
 // for different ones. Long names, and names that are not DNS labels
 // (MachineOSBuild names may contain dots), are shortened and suffixed
@@ -174,18 +203,18 @@ func shorten(s, key string, dnsLabel bool) string {
 	return head + "-" + suffix
 }
 
-// Objects returns the ConfigMap that carries the build context and the
-// Job that builds it. Both are named JobName(build), live in
-// cfg.Namespace, carry LabelMachineOSBuild and a controller owner
-// reference to the build. It fails when the request is incomplete or the
-// gzipped context exceeds MaxContextBytes.
-func Objects(cfg Config, req Request) (*corev1.ConfigMap, *batchv1.Job, error) {
+// Objects returns the Secret that carries the build's inputs and the Job
+// that builds them. Both are named JobName(build), live in cfg.Namespace,
+// carry LabelMachineOSBuild and a controller owner reference to the build.
+// It fails when the request is incomplete, the Containerfile names no base
+// image it can pull, or the gzipped context exceeds MaxContextBytes.
+func Objects(cfg Config, req Request) (*corev1.Secret, *batchv1.Job, error) {
 	if err := check(cfg, req); err != nil {
 		return nil, nil, err
 	}
 	var ctx bytes.Buffer
 	// Gzip's header has no name and a zero time, so the same build gives
-	// the same ConfigMap.
+	// the same Secret.
 	zw, err := gzip.NewWriterLevel(&ctx, gzip.BestCompression)
 	if err != nil {
 		return nil, nil, err
@@ -197,12 +226,16 @@ func Objects(cfg Config, req Request) (*corev1.ConfigMap, *batchv1.Job, error) {
 		return nil, nil, fmt.Errorf("compress build context: %w", err)
 	}
 	if ctx.Len() > MaxContextBytes {
-		return nil, nil, fmt.Errorf("build context of MachineOSBuild %s is %d bytes gzipped, more than the %d a ConfigMap can carry: shrink the files and Containerfile content of the configuration",
+		return nil, nil, fmt.Errorf("build context of MachineOSBuild %s is %d bytes gzipped, more than the %d a Secret can carry: shrink the files and Containerfile content of the configuration",
 			req.Build.Name, ctx.Len(), MaxContextBytes)
 	}
 	steps, err := StepMap(req.Result.Containerfile)
 	if err != nil {
 		return nil, nil, fmt.Errorf("map Containerfile steps to lines: %w", err)
+	}
+	bases, err := BaseImages(req.Result.Containerfile)
+	if err != nil {
+		return nil, nil, err
 	}
 
 	name := JobName(req.Build.Name)
@@ -217,15 +250,18 @@ func Objects(cfg Config, req Request) (*corev1.ConfigMap, *batchv1.Job, error) {
 		}
 	}
 
-	cm := &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+	// A Secret, not a ConfigMap: the context carries the configuration's
+	// /etc files, which may hold keys and passwords of the nodes' own.
+	secret := &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: meta(),
-		Data: map[string]string{
-			KeyScript: buildScript,
-			KeySteps:  steps,
+		Type:       corev1.SecretTypeOpaque,
+		Data: map[string][]byte{
+			KeyScript:  []byte(buildScript),
+			KeySteps:   []byte(steps),
+			KeyContext: ctx.Bytes(),
 		},
-		BinaryData: map[string][]byte{KeyContext: ctx.Bytes()},
-		Immutable:  ptr.To(true),
+		Immutable: ptr.To(true),
 	}
 
 	deadline := cfg.ActiveDeadlineSeconds
@@ -243,12 +279,12 @@ func Objects(cfg Config, req Request) (*corev1.ConfigMap, *batchv1.Job, error) {
 			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
 				{
 					// Retrying a build that failed for good only delays
-					// the report.
+					// the report. No container name: the rule holds for
+					// the init containers too.
 					Action: batchv1.PodFailurePolicyActionFailJob,
 					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
-						ContainerName: ptr.To(ContainerName),
-						Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
-						Values:        []int32{ExitCodePermanent},
+						Operator: batchv1.PodFailurePolicyOnExitCodesOpIn,
+						Values:   []int32{ExitCodePermanent},
 					},
 				},
 				{
@@ -261,11 +297,11 @@ func Objects(cfg Config, req Request) (*corev1.ConfigMap, *batchv1.Job, error) {
 			}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: copyMap(labels)},
-				Spec:       podSpec(cfg, req, name),
+				Spec:       podSpec(cfg, req, name, bases),
 			},
 		},
 	}
-	return cm, job, nil
+	return secret, job, nil
 }
 
 func check(cfg Config, req Request) error {
@@ -301,47 +337,79 @@ func check(cfg Config, req Request) error {
 	return errors.Join(errs...)
 }
 
-func podSpec(cfg Config, req Request, name string) corev1.PodSpec {
-	env := []corev1.EnvVar{
-		{Name: "STRATA_CONTEXT_ARCHIVE", Value: BuildDir + "/" + KeyContext},
-		{Name: "STRATA_STEPS", Value: BuildDir + "/" + KeySteps},
-		{Name: "STRATA_WORKDIR", Value: WorkDir},
-		{Name: "STRATA_PUSH_SPEC", Value: req.PushSpec},
-		{Name: "STRATA_INSECURE_REGISTRIES", Value: strings.Join(cfg.InsecureRegistries, ",")},
-		{Name: "STRATA_STORAGE_DRIVER", Value: "vfs"},
-		{Name: "STRATA_TERMINATION_LOG", Value: corev1.TerminationMessagePathDefault},
-		{Name: "TMPDIR", Value: WorkDir + "/tmp"},
-	}
-	mounts := []corev1.VolumeMount{
-		{Name: volBuild, MountPath: BuildDir, ReadOnly: true},
-		{Name: volWork, MountPath: WorkDir},
-	}
+func podSpec(cfg Config, req Request, name string, bases []BaseImage) corev1.PodSpec {
+	p := cfg.Placement
 	volumes := []corev1.Volume{
-		{Name: volBuild, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: name},
-			DefaultMode:          ptr.To(int32(0o444)),
+		{Name: volInputs, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  name,
+			DefaultMode: ptr.To(secretFileMode),
 		}}},
-		{Name: volWork, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: volScript, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  name,
+			Items:       []corev1.KeyToPath{{Key: KeyScript, Path: KeyScript}},
+			DefaultMode: ptr.To(secretFileMode),
+		}}},
+		{Name: volStorage, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
-	addSecret := func(secret, vol, dir, envName string) {
+	container := func(phase, inputs string, sc *corev1.SecurityContext, env []corev1.EnvVar, mounts ...corev1.VolumeMount) corev1.Container {
+		scratch := phase + "-scratch"
+		volumes = append(volumes, corev1.Volume{Name: scratch, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		return corev1.Container{
+			Name:            phase,
+			Image:           cfg.BuilderImage,
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			Command:         []string{"/bin/bash", InputsDir + "/" + KeyScript, phase},
+			Env: append([]corev1.EnvVar{
+				{Name: "STRATA_STORAGE", Value: StorageDir},
+				{Name: "STRATA_SCRATCH", Value: ScratchDir},
+				{Name: "STRATA_INSECURE_REGISTRIES", Value: strings.Join(cfg.InsecureRegistries, ",")},
+				{Name: "STRATA_STORAGE_DRIVER", Value: "vfs"},
+				{Name: "STRATA_TERMINATION_LOG", Value: corev1.TerminationMessagePathDefault},
+			}, env...),
+			VolumeMounts: append([]corev1.VolumeMount{
+				{Name: inputs, MountPath: InputsDir, ReadOnly: true},
+				{Name: volStorage, MountPath: StorageDir},
+				{Name: scratch, MountPath: ScratchDir},
+			}, mounts...),
+			Resources:                *p.Resources.DeepCopy(),
+			TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			SecurityContext:          sc,
+		}
+	}
+	// registrySecret mounts a registry Secret's .dockerconfigjson as an
+	// authfile, in the one container that uses it.
+	registrySecret := func(secret, vol, dir, envName string) ([]corev1.EnvVar, []corev1.VolumeMount) {
 		if secret == "" {
-			return
+			return nil, nil
 		}
 		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName:  secret,
 			Items:       []corev1.KeyToPath{{Key: dockerCfgJSON, Path: AuthFileName}},
 			DefaultMode: ptr.To(secretFileMode),
 		}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: dir, ReadOnly: true})
-		env = append(env, corev1.EnvVar{Name: envName, Value: dir + "/" + AuthFileName})
+		return []corev1.EnvVar{{Name: envName, Value: dir + "/" + AuthFileName}},
+			[]corev1.VolumeMount{{Name: vol, MountPath: dir, ReadOnly: true}}
 	}
-	addSecret(req.BaseImagePullSecret, volBaseSecret, BaseSecretDir, "STRATA_BASE_AUTHFILE")
-	addSecret(req.PushSecret, volPushSecret, PushSecretDir, "STRATA_PUSH_AUTHFILE")
 
-	p := cfg.Placement
+	var lines []string
+	for _, b := range bases {
+		lines = append(lines, fmt.Sprintf("%d %s", b.Line, b.Image))
+	}
+	pullEnv, pullMounts := registrySecret(req.BaseImagePullSecret, volBaseSecret, BaseSecretDir, "STRATA_BASE_AUTHFILE")
+	pull := container(ContainerPull, volScript, securityContext(),
+		append([]corev1.EnvVar{{Name: "STRATA_BASE_IMAGES", Value: strings.Join(lines, "\n")}}, pullEnv...), pullMounts...)
+	build := container(ContainerBuild, volInputs, securityContext(), []corev1.EnvVar{
+		{Name: "STRATA_CONTEXT_ARCHIVE", Value: InputsDir + "/" + KeyContext},
+		{Name: "STRATA_STEPS", Value: InputsDir + "/" + KeySteps},
+	})
+	pushEnv, pushMounts := registrySecret(req.PushSecret, volPushSecret, PushSecretDir, "STRATA_PUSH_AUTHFILE")
+	push := container(ContainerPush, volScript, securityContext(),
+		append([]corev1.EnvVar{{Name: "STRATA_PUSH_SPEC", Value: req.PushSpec}}, pushEnv...), pushMounts...)
+
 	spec := corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever,
-		// The script is the container's PID 1 and installs no SIGTERM
+		// The script is each container's PID 1 and installs no SIGTERM
 		// handler, so the kernel drops the kubelet's SIGTERM: a stopped
 		// build (deadline, interruption) waits out the grace period for
 		// SIGKILL. Nothing in the pod needs a clean shutdown.
@@ -351,25 +419,49 @@ func podSpec(cfg Config, req Request, name string) corev1.PodSpec {
 		HostNetwork:                   p.HostNetwork,
 		NodeSelector:                  copyMap(p.NodeSelector),
 		Tolerations:                   append([]corev1.Toleration(nil), p.Tolerations...),
-		Volumes:                       volumes,
-		Containers: []corev1.Container{{
-			Name:                     ContainerName,
-			Image:                    cfg.BuilderImage,
-			ImagePullPolicy:          corev1.PullIfNotPresent,
-			Command:                  []string{"/bin/bash", BuildDir + "/" + KeyScript},
-			Env:                      env,
-			VolumeMounts:             mounts,
-			Resources:                *p.Resources.DeepCopy(),
-			TerminationMessagePath:   corev1.TerminationMessagePathDefault,
-			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			// See the package comment: buildah needs it.
-			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
-		}},
+		Affinity:                      affinity(p.Affinity),
+		// Init containers run one after the other, each after the one
+		// before succeeded: the push starts only when the build, and
+		// every process it left, has ended.
+		InitContainers: []corev1.Container{pull, build},
+		Containers:     []corev1.Container{push},
+		Volumes:        volumes,
 	}
 	if p.HostNetwork {
 		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
 	}
 	return spec
+}
+
+// affinity is the placement's affinity with the default node affinity,
+// which keeps build pods off control-plane nodes, when it has none.
+func affinity(a *corev1.Affinity) *corev1.Affinity {
+	out := a.DeepCopy()
+	if out == nil {
+		out = &corev1.Affinity{}
+	}
+	if out.NodeAffinity == nil {
+		out.NodeAffinity = &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: LabelControlPlane, Operator: corev1.NodeSelectorOpDoesNotExist}},
+			}}},
+		}
+	}
+	return out
+}
+
+// securityContext is each container's: all three need the same, see the
+// package comment for how it was measured. No container is privileged or
+// may gain privileges, and each keeps its own file system read-only.
+func securityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: slices.Clone(containerCapabilities)},
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		// buildah, root without CAP_SYS_ADMIN, runs itself in a user
+		// namespace it makes, which the runtime's default profile refuses.
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined},
+	}
 }
 
 func copyMap(m map[string]string) map[string]string {
@@ -382,3 +474,8 @@ func copyMap(m map[string]string) map[string]string {
 	}
 	return out
 }
+
+// containerCapabilities are all a build pod's container keeps: what
+// buildah needs to map the whole ID range into the user namespace it makes
+// (uid_map and gid_map, 0 included).
+var containerCapabilities = []corev1.Capability{"SETUID", "SETGID", "SETFCAP"}

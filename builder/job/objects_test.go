@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,13 +97,13 @@ func testRequest() (Config, Request) {
 
 func TestObjects(t *testing.T) {
 	cfg, req := testRequest()
-	cm, job, err := Objects(cfg, req)
+	inputs, job, err := Objects(cfg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	name := "build-worker-abc123"
 	wantLabels := map[string]string{LabelMachineOSBuild: "worker-abc123"}
-	for _, m := range []metav1.ObjectMeta{cm.ObjectMeta, job.ObjectMeta} {
+	for _, m := range []metav1.ObjectMeta{inputs.ObjectMeta, job.ObjectMeta} {
 		if m.Name != name || m.Namespace != "strata-system" {
 			t.Errorf("object %s/%s, want strata-system/%s", m.Namespace, m.Name, name)
 		}
@@ -128,9 +129,16 @@ func TestObjects(t *testing.T) {
 	if *js.BackoffLimit != 1 || *js.ActiveDeadlineSeconds != DefaultActiveDeadlineSeconds || js.TTLSecondsAfterFinished != nil {
 		t.Errorf("backoff %d, deadline %d, ttl %v", *js.BackoffLimit, *js.ActiveDeadlineSeconds, js.TTLSecondsAfterFinished)
 	}
+	if r := js.PodFailurePolicy.Rules[0]; r.Action != batchv1.PodFailurePolicyActionFailJob || r.OnExitCodes == nil ||
+		r.OnExitCodes.ContainerName != nil || !reflect.DeepEqual(r.OnExitCodes.Values, []int32{ExitCodePermanent}) {
+		t.Errorf("first pod failure policy rule %+v, want FailJob on exit code %d of any container", r, ExitCodePermanent)
+	}
 	ps := tmpl.Spec
 	if ps.RestartPolicy != corev1.RestartPolicyNever || ps.AutomountServiceAccountToken == nil || *ps.AutomountServiceAccountToken {
 		t.Errorf("restart policy %s, automount token %v", ps.RestartPolicy, ps.AutomountServiceAccountToken)
+	}
+	if ps.ShareProcessNamespace != nil && *ps.ShareProcessNamespace {
+		t.Error("the containers share a process namespace: the build could read the others' memory")
 	}
 	if ps.TerminationGracePeriodSeconds == nil || *ps.TerminationGracePeriodSeconds > 30 {
 		t.Errorf("termination grace period %v", ps.TerminationGracePeriodSeconds)
@@ -139,102 +147,216 @@ func TestObjects(t *testing.T) {
 		!reflect.DeepEqual(ps.NodeSelector, cfg.Placement.NodeSelector) || !reflect.DeepEqual(ps.Tolerations, cfg.Placement.Tolerations) {
 		t.Errorf("placement not applied: %+v", ps)
 	}
-	if len(ps.Containers) != 1 {
-		t.Fatalf("%d containers", len(ps.Containers))
-	}
-	c := ps.Containers[0]
-	if !reflect.DeepEqual(c.Resources, cfg.Placement.Resources) {
-		t.Errorf("resources %v, want %v", c.Resources, cfg.Placement.Resources)
-	}
-	if c.Image != cfg.BuilderImage || c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
-		t.Errorf("image %s, security context %+v", c.Image, c.SecurityContext)
-	}
-	if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError || c.TerminationMessagePath != "/dev/termination-log" {
-		t.Errorf("termination message %s %s", c.TerminationMessagePath, c.TerminationMessagePolicy)
-	}
-	env := map[string]string{}
-	for _, e := range c.Env {
-		if e.ValueFrom != nil {
-			t.Errorf("env %s comes from %+v: credentials must only be mounted", e.Name, e.ValueFrom)
-		}
-		env[e.Name] = e.Value
-	}
-	if len(c.EnvFrom) > 0 {
-		t.Errorf("envFrom %+v: credentials must only be mounted", c.EnvFrom)
-	}
-	wantEnv := map[string]string{
-		"STRATA_BASE_AUTHFILE":       BaseSecretDir + "/auth.json",
-		"STRATA_PUSH_AUTHFILE":       PushSecretDir + "/auth.json",
-		"STRATA_PUSH_SPEC":           req.PushSpec,
-		"STRATA_INSECURE_REGISTRIES": "127.0.0.1:5000",
-		"STRATA_CONTEXT_ARCHIVE":     BuildDir + "/context.tar.gz",
-		"STRATA_TERMINATION_LOG":     "/dev/termination-log",
-		"TMPDIR":                     WorkDir + "/tmp",
-	}
-	for k, v := range wantEnv {
-		if env[k] != v {
-			t.Errorf("env %s = %q, want %q", k, env[k], v)
-		}
-	}
-	for _, a := range append(append([]string(nil), c.Command...), c.Args...) {
-		if strings.Contains(a, "tls-verify") || strings.Contains(a, "auth") {
-			t.Errorf("argument %q: TLS and credentials go through files", a)
-		}
+	wantAffinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.NodeSelectorOpDoesNotExist}},
+		}}},
+	}}
+	if !reflect.DeepEqual(ps.Affinity, wantAffinity) {
+		t.Errorf("affinity %+v, want the default that keeps build pods off control-plane nodes", ps.Affinity)
 	}
 
-	// Secrets: only as volumes, only their .dockerconfigjson key.
-	secrets := map[string]string{}
-	mounted := map[string]bool{}
-	for _, m := range c.VolumeMounts {
-		mounted[m.Name] = m.ReadOnly || m.MountPath == WorkDir
+	// Three containers, one after the other: pull and build are init
+	// containers, push the pod's container.
+	var names []string
+	for _, c := range append(append([]corev1.Container(nil), ps.InitContainers...), ps.Containers...) {
+		names = append(names, c.Name)
 	}
+	if !reflect.DeepEqual(names, []string{ContainerPull, ContainerBuild, ContainerPush}) || len(ps.Containers) != 1 {
+		t.Fatalf("containers %v (%d regular), want init containers pull, build and the container push", names, len(ps.Containers))
+	}
+	pull, build, push := ps.InitContainers[0], ps.InitContainers[1], ps.Containers[0]
+	volumes := map[string]corev1.Volume{}
 	for _, v := range ps.Volumes {
-		if !mounted[v.Name] {
-			t.Errorf("volume %s is not mounted (read-only)", v.Name)
-		}
-		if v.Secret == nil {
-			continue
-		}
-		want := []corev1.KeyToPath{{Key: ".dockerconfigjson", Path: "auth.json"}}
-		if !reflect.DeepEqual(v.Secret.Items, want) {
-			t.Errorf("secret volume %s items %+v, want %+v", v.Name, v.Secret.Items, want)
-		}
-		secrets[v.Secret.SecretName] = v.Name
+		volumes[v.Name] = v
 	}
-	if len(secrets) != 2 || secrets["base-pull"] == "" || secrets["push-creds"] == "" {
-		t.Errorf("secret volumes %v, want base-pull and push-creds", secrets)
+	for _, c := range []corev1.Container{pull, build, push} {
+		if c.Image != cfg.BuilderImage || !reflect.DeepEqual(c.Resources, cfg.Placement.Resources) {
+			t.Errorf("%s: image %s, resources %v", c.Name, c.Image, c.Resources)
+		}
+		if want := []string{"/bin/bash", InputsDir + "/build.sh", c.Name}; !reflect.DeepEqual(c.Command, want) || len(c.Args) > 0 {
+			t.Errorf("%s: command %q %q, want %q", c.Name, c.Command, c.Args, want)
+		}
+		if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError || c.TerminationMessagePath != "/dev/termination-log" {
+			t.Errorf("%s: termination message %s %s", c.Name, c.TerminationMessagePath, c.TerminationMessagePolicy)
+		}
+		if len(c.EnvFrom) > 0 {
+			t.Errorf("%s: envFrom %+v: credentials must only be mounted", c.Name, c.EnvFrom)
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil {
+				t.Errorf("%s: env %s comes from %+v: credentials must only be mounted", c.Name, e.Name, e.ValueFrom)
+			}
+		}
+		for _, m := range c.VolumeMounts {
+			if _, ok := volumes[m.Name]; !ok {
+				t.Errorf("%s mounts volume %s, which the pod does not have", c.Name, m.Name)
+			}
+			if volumes[m.Name].Secret != nil && !m.ReadOnly {
+				t.Errorf("%s mounts Secret volume %s writable", c.Name, m.Name)
+			}
+		}
 	}
 
-	// The ConfigMap: the script, the step map and the context, nothing else.
-	if len(cm.Data) != 2 || cm.Data[KeyScript] != BuildScript() || cm.Data[KeySteps] != "1 1 1\n1 2 2\n1 3 3\n" {
-		t.Errorf("ConfigMap data %v", cm.Data)
+	// Credentials: each registry Secret in the one container that uses
+	// it, as a volume of its .dockerconfigjson key only; none in the
+	// build container.
+	secretsOf := func(c corev1.Container) []string {
+		var out []string
+		for _, m := range c.VolumeMounts {
+			if s := volumes[m.Name].Secret; s != nil {
+				out = append(out, s.SecretName)
+				if s.SecretName != name && !reflect.DeepEqual(s.Items, []corev1.KeyToPath{{Key: ".dockerconfigjson", Path: "auth.json"}}) {
+					t.Errorf("registry Secret volume %s items %+v, want only .dockerconfigjson as auth.json", m.Name, s.Items)
+				}
+			}
+		}
+		return out
 	}
-	if len(cm.BinaryData) != 1 {
-		t.Errorf("ConfigMap binaryData keys %d, want only %s", len(cm.BinaryData), KeyContext)
+	for c, want := range map[*corev1.Container][]string{&pull: {name, "base-pull"}, &build: {name}, &push: {name, "push-creds"}} {
+		if got := secretsOf(*c); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s container mounts the Secrets %v, want %v", c.Name, got, want)
+		}
 	}
-	files := untar(t, cm.BinaryData[KeyContext])
+	// The build container gets the whole build Secret, the others its
+	// script only.
+	for _, c := range []corev1.Container{pull, build, push} {
+		for _, m := range c.VolumeMounts {
+			s := volumes[m.Name].Secret
+			if s == nil || s.SecretName != name {
+				continue
+			}
+			full := len(s.Items) == 0
+			if full != (c.Name == ContainerBuild) || m.MountPath != InputsDir {
+				t.Errorf("%s mounts the build Secret at %s with items %+v", c.Name, m.MountPath, s.Items)
+			}
+		}
+	}
+	env := func(c corev1.Container) map[string]string {
+		out := map[string]string{}
+		for _, e := range c.Env {
+			out[e.Name] = e.Value
+		}
+		return out
+	}
+	common := map[string]string{
+		"STRATA_STORAGE":             StorageDir,
+		"STRATA_SCRATCH":             ScratchDir,
+		"STRATA_INSECURE_REGISTRIES": "127.0.0.1:5000",
+		"STRATA_STORAGE_DRIVER":      "vfs",
+		"STRATA_TERMINATION_LOG":     "/dev/termination-log",
+	}
+	with := func(m map[string]string) map[string]string {
+		for k, v := range common {
+			m[k] = v
+		}
+		return m
+	}
+	wantEnv := map[string]map[string]string{
+		ContainerPull: with(map[string]string{
+			"STRATA_BASE_IMAGES":   "1 127.0.0.1:5000/os/base@sha256:" + strings.Repeat("0", 64),
+			"STRATA_BASE_AUTHFILE": BaseSecretDir + "/auth.json",
+		}),
+		ContainerBuild: with(map[string]string{
+			"STRATA_CONTEXT_ARCHIVE": InputsDir + "/context.tar.gz",
+			"STRATA_STEPS":           InputsDir + "/steps",
+		}),
+		ContainerPush: with(map[string]string{
+			"STRATA_PUSH_SPEC":     req.PushSpec,
+			"STRATA_PUSH_AUTHFILE": PushSecretDir + "/auth.json",
+		}),
+	}
+	for _, c := range []corev1.Container{pull, build, push} {
+		if got := env(c); !reflect.DeepEqual(got, wantEnv[c.Name]) {
+			t.Errorf("%s env %v, want %v", c.Name, got, wantEnv[c.Name])
+		}
+	}
+	// Each container has its own scratch directory; the storage is shared.
+	scratch := map[string]bool{}
+	for _, c := range []corev1.Container{pull, build, push} {
+		for _, m := range c.VolumeMounts {
+			switch m.MountPath {
+			case ScratchDir:
+				if scratch[m.Name] || volumes[m.Name].EmptyDir == nil {
+					t.Errorf("%s's scratch volume %s is shared or not an emptyDir", c.Name, m.Name)
+				}
+				scratch[m.Name] = true
+			case StorageDir:
+				if m.Name != "storage" || volumes[m.Name].EmptyDir == nil {
+					t.Errorf("%s's storage is volume %s", c.Name, m.Name)
+				}
+			}
+		}
+	}
+	if len(scratch) != 3 {
+		t.Errorf("%d scratch volumes, want one for each container", len(scratch))
+	}
+	checkSecurityContexts(t, ps)
+
+	// The Secret: the script, the step map and the context, nothing else.
+	if inputs.Type != corev1.SecretTypeOpaque || inputs.Immutable == nil || !*inputs.Immutable {
+		t.Errorf("Secret type %s, immutable %v", inputs.Type, inputs.Immutable)
+	}
+	if len(inputs.Data) != 3 || string(inputs.Data[KeyScript]) != BuildScript() || string(inputs.Data[KeySteps]) != "1 1 1\n1 2 2\n1 3 3\n" {
+		t.Errorf("Secret data keys %d, steps %q", len(inputs.Data), inputs.Data[KeySteps])
+	}
+	files := untar(t, inputs.Data[KeyContext])
 	want := map[string]string{}
 	for _, f := range req.Result.Context {
 		want[f.Name] = string(f.Data)
 	}
 	if !reflect.DeepEqual(files, want) {
-		t.Errorf("context in the ConfigMap %v, want %v", files, want)
+		t.Errorf("context in the Secret %v, want %v", files, want)
 	}
-	for _, s := range []string{"base-pull", "push-creds", "dockerconfigjson"} {
-		for k, v := range cm.Data {
-			if k != KeyScript && strings.Contains(v, s) {
-				t.Errorf("ConfigMap key %s mentions %q", k, s)
-			}
-		}
+	if len(inputs.StringData) > 0 {
+		t.Errorf("Secret has stringData %v", inputs.StringData)
 	}
 
 	// Same request, same objects.
-	cm2, job2, err := Objects(cfg, req)
+	inputs2, job2, err := Objects(cfg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(cm, cm2) || !reflect.DeepEqual(job, job2) {
+	if !reflect.DeepEqual(inputs, inputs2) || !reflect.DeepEqual(job, job2) {
 		t.Error("Objects is not deterministic")
+	}
+}
+
+// checkSecurityContexts holds the privileges measured on the test cluster
+// (see the package comment): no container is privileged or may gain
+// privileges or write its own file system, and none keeps a capability
+// but the three buildah needs to map IDs into its user namespace; in
+// particular none has CAP_SYS_ADMIN.
+func checkSecurityContexts(t *testing.T, ps corev1.PodSpec) {
+	t.Helper()
+	for _, c := range append(append([]corev1.Container(nil), ps.InitContainers...), ps.Containers...) {
+		sc := c.SecurityContext
+		if sc == nil {
+			t.Errorf("%s has no security context", c.Name)
+			continue
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			t.Errorf("%s is privileged", c.Name)
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("%s may gain privileges (allowPrivilegeEscalation %v)", c.Name, sc.AllowPrivilegeEscalation)
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("%s may write its own file system", c.Name)
+		}
+		if sc.ProcMount != nil && *sc.ProcMount != corev1.DefaultProcMount {
+			t.Errorf("%s unmasks /proc", c.Name)
+		}
+		want := &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"SETUID", "SETGID", "SETFCAP"}}
+		if !reflect.DeepEqual(sc.Capabilities, want) {
+			t.Errorf("%s capabilities %+v, want %+v", c.Name, sc.Capabilities, want)
+		}
+		if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeUnconfined {
+			t.Errorf("%s seccomp profile %+v: buildah needs to make a user namespace, which the runtime's default refuses", c.Name, sc.SeccompProfile)
+		}
+	}
+	if ps.HostPID || ps.HostIPC || (ps.SecurityContext != nil && ps.SecurityContext.SeccompProfile != nil) {
+		t.Errorf("host PID %v, host IPC %v, pod security context %+v", ps.HostPID, ps.HostIPC, ps.SecurityContext)
 	}
 }
 
@@ -244,7 +366,7 @@ func TestObjectsOptional(t *testing.T) {
 	cfg.InsecureRegistries = nil
 	cfg.Placement = Placement{}
 	req.BaseImagePullSecret, req.PushSecret = "", ""
-	_, job, err := Objects(cfg, req)
+	inputs, job, err := Objects(cfg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,18 +375,73 @@ func TestObjectsOptional(t *testing.T) {
 	}
 	ps := job.Spec.Template.Spec
 	for _, v := range ps.Volumes {
-		if v.Secret != nil {
-			t.Errorf("secret volume %s without secrets", v.Name)
+		if v.Secret != nil && v.Secret.SecretName != inputs.Name {
+			t.Errorf("registry Secret volume %s without registry Secrets", v.Name)
 		}
 	}
-	for _, e := range ps.Containers[0].Env {
-		if strings.HasSuffix(e.Name, "_AUTHFILE") || (e.Name == "STRATA_INSECURE_REGISTRIES" && e.Value != "") {
-			t.Errorf("env %s=%q", e.Name, e.Value)
+	for _, c := range append(append([]corev1.Container(nil), ps.InitContainers...), ps.Containers...) {
+		for _, e := range c.Env {
+			if strings.HasSuffix(e.Name, "_AUTHFILE") || (e.Name == "STRATA_INSECURE_REGISTRIES" && e.Value != "") {
+				t.Errorf("%s: env %s=%q", c.Name, e.Name, e.Value)
+			}
 		}
 	}
 	if ps.HostNetwork || ps.DNSPolicy != "" {
 		t.Errorf("host network %v, DNS policy %q", ps.HostNetwork, ps.DNSPolicy)
 	}
+}
+
+// TestObjectsAffinity: the placement's node affinity replaces the default
+// one, which keeps build pods off control-plane nodes; its other
+// affinities are kept alongside the default.
+func TestObjectsAffinity(t *testing.T) {
+	onBuilders := &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: "node-role.kubernetes.io/builder", Operator: corev1.NodeSelectorOpExists}}}},
+	}}
+	antiAffinity := &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+		Weight: 1, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname"}}}}
+	cases := []struct {
+		name      string
+		placement *corev1.Affinity
+		want      func(*corev1.Affinity) bool
+	}{
+		{"default", nil, func(a *corev1.Affinity) bool { return offControlPlane(a.NodeAffinity) && a.PodAntiAffinity == nil }},
+		{"node affinity replaces the default", &corev1.Affinity{NodeAffinity: onBuilders},
+			func(a *corev1.Affinity) bool { return reflect.DeepEqual(a.NodeAffinity, onBuilders) }},
+		{"empty node affinity allows every node", &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}},
+			func(a *corev1.Affinity) bool { return reflect.DeepEqual(a.NodeAffinity, &corev1.NodeAffinity{}) }},
+		{"pod anti-affinity keeps the default", &corev1.Affinity{PodAntiAffinity: antiAffinity},
+			func(a *corev1.Affinity) bool {
+				return offControlPlane(a.NodeAffinity) && reflect.DeepEqual(a.PodAntiAffinity, antiAffinity)
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, req := testRequest()
+			cfg.Placement.Affinity = c.placement
+			before := c.placement.DeepCopy()
+			_, job, err := Objects(cfg, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := job.Spec.Template.Spec.Affinity; got == nil || !c.want(got) {
+				t.Errorf("affinity %+v", got)
+			}
+			if !reflect.DeepEqual(c.placement, before) {
+				t.Error("Objects changed the configuration's affinity")
+			}
+		})
+	}
+}
+
+func offControlPlane(na *corev1.NodeAffinity) bool {
+	if na == nil || na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return false
+	}
+	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	return len(terms) == 1 && reflect.DeepEqual(terms[0].MatchExpressions,
+		[]corev1.NodeSelectorRequirement{{Key: LabelControlPlane, Operator: corev1.NodeSelectorOpDoesNotExist}})
 }
 
 func TestObjectsErrors(t *testing.T) {
@@ -279,7 +456,11 @@ func TestObjectsErrors(t *testing.T) {
 	}{
 		{"context too large", func(_ *Config, r *Request) {
 			r.Result.Context = append(r.Result.Context, containerfile.ContextFile{Name: "big", Data: big})
-		}, "more than the 921600 a ConfigMap can carry"},
+		}, "more than the 921600 a Secret can carry"},
+		{"base image from an ARG", func(_ *Config, r *Request) {
+			r.Result.Containerfile = []byte("ARG BASE=x\nFROM $BASE\n")
+		}, "FROM $BASE (Containerfile line 2) must be named without ARGs"},
+		{"no base image", func(_ *Config, r *Request) { r.Result.Containerfile = []byte("FROM scratch\nCOPY x /x\n") }, "names no base image"},
 		{"no build", func(_ *Config, r *Request) { r.Build = nil }, "MachineOSBuild"},
 		{"no UID", func(_ *Config, r *Request) { r.Build.UID = "" }, "UID"},
 		{"no Containerfile", func(_ *Config, r *Request) { r.Result = &containerfile.Result{} }, "Containerfile"},
@@ -324,6 +505,32 @@ RUN false
 	want := "1 1 2\n1 2 3\n1 3 5\n2 1 7\n2 2 9\n2 3 10\n"
 	if got != want {
 		t.Errorf("StepMap = %q, want %q", got, want)
+	}
+}
+
+func TestBaseImages(t *testing.T) {
+	cf := `ARG V=1
+FROM r.example/a@sha256:aa AS one
+RUN a
+FROM scratch AS two
+FROM one
+FROM r.example/b:1 as b
+FROM r.example/a@sha256:aa
+FROM --platform=linux/amd64 r.example/c:2
+FROM b
+`
+	got, err := BaseImages([]byte(cf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []BaseImage{{2, "r.example/a@sha256:aa"}, {6, "r.example/b:1"}, {8, "r.example/c:2"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("BaseImages = %+v, want %+v", got, want)
+	}
+	// A stage named like an image counts only after its FROM.
+	got, err = BaseImages([]byte("FROM r.example/x AS r.example/x\nFROM r.example/x\n"))
+	if err != nil || !reflect.DeepEqual(got, []BaseImage{{1, "r.example/x"}}) {
+		t.Errorf("BaseImages = %+v, %v", got, err)
 	}
 }
 

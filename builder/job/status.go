@@ -35,9 +35,9 @@ type Status struct {
 	StartTime *metav1.Time
 }
 
-// TerminationMessage is what the build script writes to the container's
-// termination message: Digest on success; Step, Message and LogTail on
-// failure.
+// TerminationMessage is what the build script writes to a container's
+// termination message: the push container's Digest on success; the failed
+// container's Step, Message and LogTail on failure.
 type TerminationMessage struct {
 	Digest  string             `json:"digest,omitempty"`
 	Step    v1alpha1.BuildStep `json:"step,omitempty"`
@@ -70,7 +70,7 @@ func Interpret(job *batchv1.Job, pods []corev1.Pod) Status {
 		}
 	}
 	if succeeded != nil {
-		msg, term := termination(succeeded)
+		msg, term := termination(succeeded, ContainerPush)
 		var tm TerminationMessage
 		if term != nil && json.Unmarshal([]byte(msg), &tm) == nil && digestRE.MatchString(tm.Digest) {
 			st.Phase, st.Digest = PhaseSucceeded, tm.Digest
@@ -106,14 +106,27 @@ func Interpret(job *batchv1.Job, pods []corev1.Pod) Status {
 
 	st.Phase = PhasePending
 	for i := range pods {
-		switch pods[i].Status.Phase {
-		case corev1.PodRunning, corev1.PodFailed:
-			// A failed pod that the Job retries still means the build
-			// has started.
+		if started(&pods[i]) {
 			st.Phase = PhaseRunning
 		}
 	}
 	return st
+}
+
+// started says whether a pod's build has started: the pod stays Pending
+// while its init containers pull and build, and a failed pod that the Job
+// retries still means the build has started.
+func started(pod *corev1.Pod) bool {
+	switch pod.Status.Phase {
+	case corev1.PodRunning, corev1.PodFailed:
+		return true
+	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // jobFailure explains a failed Job by its condition and its newest failed
@@ -156,21 +169,22 @@ func jobFailure(job *batchv1.Job, cond *batchv1.JobCondition, pod *corev1.Pod) *
 	return bound(f)
 }
 
-// podFailure reads a failed pod's termination message; nil without a pod.
+// podFailure reads the termination message of a failed pod's failed
+// container, init containers included; nil without a pod.
 func podFailure(pod *corev1.Pod) *v1alpha1.BuildFailure {
 	if pod == nil {
 		return nil
 	}
-	msg, term := termination(pod)
+	name, msg, term := failedContainer(pod)
 	var tm TerminationMessage
 	if term == nil {
 		reason := pod.Status.Reason
 		if reason == "" {
-			reason = "no container status"
+			reason = "no container failed"
 		}
 		return &v1alpha1.BuildFailure{
 			Step:    v1alpha1.BuildStepUnknown,
-			Message: fmt.Sprintf("build pod %s failed before its build container ended (%s) %s", pod.Name, reason, pod.Status.Message),
+			Message: fmt.Sprintf("build pod %s failed before one of its containers ended (%s) %s", pod.Name, reason, pod.Status.Message),
 		}
 	}
 	if json.Unmarshal([]byte(msg), &tm) == nil && tm.Step != "" && tm.Message != "" && knownStep(tm.Step) {
@@ -180,8 +194,8 @@ func podFailure(pod *corev1.Pod) *v1alpha1.BuildFailure {
 	// (FallbackToLogsOnError), or nothing.
 	return &v1alpha1.BuildFailure{
 		Step: v1alpha1.BuildStepUnknown,
-		Message: fmt.Sprintf("build container of pod %s ended with exit code %d (%s) without saying what failed; see the log tail",
-			pod.Name, term.ExitCode, orDefault(term.Reason, "Error")),
+		Message: fmt.Sprintf("%s container of pod %s ended with exit code %d (%s) without saying what failed; see the log tail",
+			name, pod.Name, term.ExitCode, orDefault(term.Reason, "Error")),
 		LogTail: msg,
 	}
 }
@@ -195,21 +209,43 @@ func knownStep(s v1alpha1.BuildStep) bool {
 	return false
 }
 
-// termination returns the build container's termination message and
-// state; a nil state when it has not terminated.
-func termination(pod *corev1.Pod) (string, *corev1.ContainerStateTerminated) {
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name != ContainerName {
+// termination returns a container's termination message and state; a nil
+// state when it has not terminated.
+func termination(pod *corev1.Pod, container string) (string, *corev1.ContainerStateTerminated) {
+	for _, cs := range statuses(pod) {
+		if cs.Name != container {
 			continue
 		}
-		if t := cs.State.Terminated; t != nil {
-			return t.Message, t
-		}
-		if t := cs.LastTerminationState.Terminated; t != nil {
+		if t := terminated(cs); t != nil {
 			return t.Message, t
 		}
 	}
 	return "", nil
+}
+
+// failedContainer returns the first container of the pod, in the order
+// they run, that ended with a non-zero exit code: its name, termination
+// message and state. The state is nil when none did.
+func failedContainer(pod *corev1.Pod) (string, string, *corev1.ContainerStateTerminated) {
+	for _, cs := range statuses(pod) {
+		if t := terminated(cs); t != nil && t.ExitCode != 0 {
+			return cs.Name, t.Message, t
+		}
+	}
+	return "", "", nil
+}
+
+// statuses are a pod's container statuses in the order the containers
+// run: init containers first.
+func statuses(pod *corev1.Pod) []corev1.ContainerStatus {
+	return append(append([]corev1.ContainerStatus(nil), pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
+}
+
+func terminated(cs corev1.ContainerStatus) *corev1.ContainerStateTerminated {
+	if t := cs.State.Terminated; t != nil {
+		return t
+	}
+	return cs.LastTerminationState.Terminated
 }
 
 func tailOf(msg string, tm TerminationMessage) string {
@@ -232,7 +268,7 @@ func newestFailed(pods []corev1.Pod) *corev1.Pod {
 	return out
 }
 
-// newer says whether a is newer than b: by when its container ended, then
+// newer says whether a is newer than b: by when its last container ended, then
 // by creation, then by name for a stable answer.
 func newer(a, b *corev1.Pod) bool {
 	ta, tb := endTime(a), endTime(b)
@@ -246,11 +282,15 @@ func newer(a, b *corev1.Pod) bool {
 	return a.Name > b.Name
 }
 
+// endTime is when the pod's last container ended.
 func endTime(p *corev1.Pod) metav1.Time {
-	if _, t := termination(p); t != nil {
-		return t.FinishedAt
+	var end metav1.Time
+	for _, cs := range statuses(p) {
+		if t := terminated(cs); t != nil && end.Before(&t.FinishedAt) {
+			end = t.FinishedAt
+		}
 	}
-	return metav1.Time{}
+	return end
 }
 
 func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {

@@ -26,27 +26,64 @@ func TestInterpret(t *testing.T) {
 	cond := func(t batchv1.JobConditionType, reason string) batchv1.JobCondition {
 		return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: "Job has reached the specified backoff limit"}
 	}
-	pod := func(name string, phase corev1.PodPhase, finished int, msg string) corev1.Pod {
+	at := func(minutes int) metav1.Time { return metav1.NewTime(start.Add(time.Duration(minutes) * time.Minute)) }
+	// podIn is a build pod in phase. A failed one failed in container in
+	// with msg and exit code 3, after the containers before it succeeded;
+	// a succeeded one's push container reported msg; a running one is
+	// pushing.
+	podIn := func(name string, phase corev1.PodPhase, finished int, in, msg string) corev1.Pod {
 		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{Phase: phase}}
-		switch phase {
-		case corev1.PodSucceeded, corev1.PodFailed:
-			code := int32(0)
-			if phase == corev1.PodFailed {
-				code = 3
+		add := func(c string, st corev1.ContainerState) {
+			cs := corev1.ContainerStatus{Name: c, State: st}
+			if c == ContainerPush {
+				p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, cs)
+			} else {
+				p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, cs)
 			}
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
-				Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error", Message: msg,
-					FinishedAt: metav1.NewTime(start.Add(time.Duration(finished) * time.Minute))},
-			}}}
-		case corev1.PodRunning:
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
-				Running: &corev1.ContainerStateRunning{StartedAt: start}}}}
 		}
+		ok := func(c, msg string) {
+			add(c, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", Message: msg, FinishedAt: at(finished)}})
+		}
+		switch phase {
+		case corev1.PodSucceeded:
+			ok(ContainerPull, "")
+			ok(ContainerBuild, "")
+			ok(ContainerPush, msg)
+		case corev1.PodFailed:
+			for _, c := range []string{ContainerPull, ContainerBuild, ContainerPush} {
+				if c == in {
+					add(c, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error", Message: msg, FinishedAt: at(finished)}})
+					break
+				}
+				ok(c, "")
+			}
+		case corev1.PodRunning:
+			ok(ContainerPull, "")
+			ok(ContainerBuild, "")
+			add(ContainerPush, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: start}})
+		}
+		return p
+	}
+	pod := func(name string, phase corev1.PodPhase, finished int, msg string) corev1.Pod {
+		return podIn(name, phase, finished, ContainerBuild, msg)
+	}
+	// initRunning is a Pending pod whose init container c runs.
+	initRunning := func(c string) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p1"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+		if c == ContainerBuild {
+			p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, corev1.ContainerStatus{Name: ContainerPull,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}})
+		}
+		p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, corev1.ContainerStatus{Name: c,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: start}}})
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerPush,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}
 		return p
 	}
 	buildFail := `{"step":"Build","message":"Containerfile line 7: RUN false: exit status 1","logTail":"STEP 4/9: RUN false\nError: building at STEP \"RUN false\": exit status 1"}`
 	pushFail := `{"step":"Push","message":"pushing to r/x:y: connection refused","logTail":"..."}`
 	authFail := `{"step":"Auth","message":"pushing to r/x:y: the registry refused the push credentials: unauthorized","logTail":"x"}`
+	pullFail := `{"step":"Auth","message":"Containerfile line 2: FROM r/base@sha256:aa: the registry refused the base image pull credentials: unauthorized","logTail":"y"}`
 
 	cases := []struct {
 		name      string
@@ -63,14 +100,16 @@ func TestInterpret(t *testing.T) {
 		{name: "no pods yet", job: job(), phase: PhasePending},
 		{name: "pod pending", job: job(), pods: []corev1.Pod{pod("p1", corev1.PodPending, 0, "")}, phase: PhasePending},
 		{name: "pod running", job: job(), pods: []corev1.Pod{pod("p1", corev1.PodRunning, 0, "")}, phase: PhaseRunning},
+		{name: "pod pending while it pulls", job: job(), pods: []corev1.Pod{initRunning(ContainerPull)}, phase: PhaseRunning},
+		{name: "pod pending while it builds", job: job(), pods: []corev1.Pod{initRunning(ContainerBuild)}, phase: PhaseRunning},
 		{name: "retrying after a failed pod", job: job(),
-			pods: []corev1.Pod{pod("p1", corev1.PodFailed, 1, pushFail), pod("p2", corev1.PodPending, 0, "")}, phase: PhaseRunning},
+			pods: []corev1.Pod{podIn("p1", corev1.PodFailed, 1, ContainerPush, pushFail), pod("p2", corev1.PodPending, 0, "")}, phase: PhaseRunning},
 		{name: "succeeded with digest", job: job(cond(batchv1.JobComplete, "")),
 			pods: []corev1.Pod{pod("p1", corev1.PodSucceeded, 1, `{"digest":"`+digest+`"}`)}, phase: PhaseSucceeded, digest: digest},
 		{name: "pod succeeded before the job is complete", job: job(),
 			pods: []corev1.Pod{pod("p1", corev1.PodSucceeded, 1, `{"digest":"`+digest+`"}`)}, phase: PhaseSucceeded, digest: digest},
 		{name: "succeeded after a failed try", job: job(cond(batchv1.JobComplete, "")),
-			pods:  []corev1.Pod{pod("p1", corev1.PodFailed, 1, pushFail), pod("p2", corev1.PodSucceeded, 2, `{"digest":"`+digest+`"}`)},
+			pods:  []corev1.Pod{podIn("p1", corev1.PodFailed, 1, ContainerPush, pushFail), pod("p2", corev1.PodSucceeded, 2, `{"digest":"`+digest+`"}`)},
 			phase: PhaseSucceeded, digest: digest},
 		{name: "succeeded without digest", job: job(cond(batchv1.JobComplete, "")),
 			pods:  []corev1.Pod{pod("p1", corev1.PodSucceeded, 1, "")},
@@ -81,21 +120,24 @@ func TestInterpret(t *testing.T) {
 		{name: "complete without pods", job: job(cond(batchv1.JobComplete, "")),
 			phase: PhaseFailed, step: v1alpha1.BuildStepUnknown, message: []string{"completed", "no succeeded build pod"}},
 		{name: "backoff exceeded: newest pod's report", job: job(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
-			pods:  []corev1.Pod{pod("p2", corev1.PodFailed, 5, buildFail), pod("p1", corev1.PodFailed, 1, pushFail)},
+			pods:  []corev1.Pod{pod("p2", corev1.PodFailed, 5, buildFail), podIn("p1", corev1.PodFailed, 1, ContainerPush, pushFail)},
 			phase: PhaseFailed, step: v1alpha1.BuildStepBuild,
 			message: []string{"Containerfile line 7: RUN false: exit status 1", "retry limit of 1"},
 			logTail: "STEP 4/9: RUN false\nError: building at STEP \"RUN false\": exit status 1"},
 		{name: "failed at once by the pod failure policy", job: job(cond(batchv1.JobFailed, batchv1.JobReasonPodFailurePolicy)),
-			pods:  []corev1.Pod{pod("p1", corev1.PodFailed, 1, authFail)},
+			pods:  []corev1.Pod{podIn("p1", corev1.PodFailed, 1, ContainerPush, authFail)},
 			phase: PhaseFailed, step: v1alpha1.BuildStepAuth, message: []string{"refused the push credentials"}, logTail: "x"},
 		{name: "failure target before the failed condition", job: job(cond(batchv1.JobFailureTarget, batchv1.JobReasonPodFailurePolicy)),
-			pods:  []corev1.Pod{pod("p1", corev1.PodFailed, 1, authFail)},
+			pods:  []corev1.Pod{podIn("p1", corev1.PodFailed, 1, ContainerPush, authFail)},
 			phase: PhaseFailed, step: v1alpha1.BuildStepAuth},
+		{name: "pull init container failed", job: job(cond(batchv1.JobFailed, batchv1.JobReasonPodFailurePolicy)),
+			pods:  []corev1.Pod{podIn("p1", corev1.PodFailed, 1, ContainerPull, pullFail)},
+			phase: PhaseFailed, step: v1alpha1.BuildStepAuth, message: []string{"line 2: FROM r/base@sha256:aa", "pull credentials"}, logTail: "y"},
 		{name: "deadline exceeded without a pod", job: job(cond(batchv1.JobFailed, batchv1.JobReasonDeadlineExceeded)),
 			phase: PhaseFailed, step: v1alpha1.BuildStepUnknown, message: []string{"deadline of 3600 seconds"}},
 		{name: "deadline exceeded, pod killed with log fallback", job: job(cond(batchv1.JobFailed, batchv1.JobReasonDeadlineExceeded)),
 			pods:  []corev1.Pod{pod("p1", corev1.PodFailed, 60, "STEP 3/9: RUN sleep 9999\n")},
-			phase: PhaseFailed, step: v1alpha1.BuildStepUnknown, message: []string{"deadline of 3600 seconds", "exit code 3"},
+			phase: PhaseFailed, step: v1alpha1.BuildStepUnknown, message: []string{"deadline of 3600 seconds", "build container", "exit code 3"},
 			logTail: "STEP 3/9: RUN sleep 9999\n"},
 		{name: "not our JSON", job: job(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
 			pods:  []corev1.Pod{pod("p1", corev1.PodFailed, 1, "panic: something\ngoroutine 1")},
@@ -149,8 +191,8 @@ func TestInterpretBoundsFailure(t *testing.T) {
 	j := &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{
 		Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonPodFailurePolicy}}}}
 	long := strings.Repeat("é", 20000)
-	p := corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: long}},
+	p := corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{
+		Name: ContainerBuild, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: long}},
 	}}}}
 	f := Interpret(j, []corev1.Pod{p}).Failure
 	if f == nil || len(f.LogTail) > 16384 || len(f.Message) > 4096 {

@@ -2,6 +2,7 @@ package job
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -32,4 +33,50 @@ func StepMap(containerfile []byte) (string, error) {
 		fmt.Fprintf(&b, "%d %d %d\n", stage, step, n.StartLine)
 	}
 	return b.String(), nil
+}
+
+// BaseImage is an image a Containerfile's FROM names, with the FROM's
+// line.
+type BaseImage struct {
+	Line  int
+	Image string
+}
+
+// BaseImages returns the images the Containerfile's FROMs name, in order
+// and each once: the build pod pulls them before the build, which pulls
+// nothing. FROM scratch and FROM an earlier stage pull nothing; a FROM
+// whose image is an ARG cannot be pulled before the build and is refused.
+func BaseImages(containerfile []byte) ([]BaseImage, error) {
+	res, err := parser.Parse(bytes.NewReader(containerfile))
+	if err != nil {
+		return nil, fmt.Errorf("parse Containerfile: %w", err)
+	}
+	var out []BaseImage
+	stages := map[string]bool{}
+	seen := map[string]bool{}
+	for _, n := range res.AST.Children {
+		if !strings.EqualFold(n.Value, "from") || n.Next == nil {
+			continue
+		}
+		image := n.Next.Value
+		pull := true
+		switch {
+		case strings.Contains(image, "$"):
+			return nil, fmt.Errorf("the base image of FROM %s (Containerfile line %d) must be named without ARGs, so that it can be pulled before the build", image, n.StartLine)
+		case strings.EqualFold(image, "scratch"), stages[strings.ToLower(image)], seen[image]:
+			pull = false
+		}
+		if pull {
+			seen[image] = true
+			out = append(out, BaseImage{Line: n.StartLine, Image: image})
+		}
+		// A stage's name counts from the next FROM on.
+		if as := n.Next.Next; as != nil && strings.EqualFold(as.Value, "as") && as.Next != nil {
+			stages[strings.ToLower(as.Next.Value)] = true
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("the Containerfile names no base image to pull")
+	}
+	return out, nil
 }

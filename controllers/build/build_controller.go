@@ -34,7 +34,7 @@ import (
 )
 
 // finalizer lets the controller delete a MachineOSConfig's builds, Jobs
-// and ConfigMaps before the MachineOSConfig goes.
+// and their Secrets before the MachineOSConfig goes.
 const finalizer = v1alpha1.Prefix + "build-cleanup"
 
 // retryInputs is how soon inputs that may heal by themselves (an
@@ -60,9 +60,8 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigs,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,namespace=strata-system,resources=jobs,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",namespace=strata-system,resources=configmaps,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",namespace=strata-system,resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",namespace=strata-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=strata-system,resources=secrets,verbs=get;list;watch;create;delete
 
 // CacheByObject limits the manager's cache of the namespaced kinds this
 // controller reads to its namespace, so it neither needs nor holds
@@ -438,7 +437,7 @@ func (r *Reconciler) rebuild(ctx context.Context, s *scope, name string) error {
 }
 
 // finalize deletes a MachineOSConfig's builds with their Jobs and
-// ConfigMaps. Images stay in the registry: nodes may still run them until
+// Secrets. Images stay in the registry: nodes may still run them until
 // they roll back.
 func (r *Reconciler) finalize(ctx context.Context, mosc *v1alpha1.MachineOSConfig) error {
 	builds, err := r.buildsOf(ctx, mosc.Name)

@@ -1,11 +1,18 @@
 package build
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -286,14 +294,14 @@ func finishPod(t *testing.T, b *v1alpha1.MachineOSBuild, phase corev1.PodPhase, 
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: job.JobName(b.Name) + "-", Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(j, batchv1.SchemeGroupVersion.WithKind("Job"))}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: job.ContainerName, Image: "builder"}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: job.ContainerPush, Image: "builder"}}},
 	}
 	if err := env.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	now := metav1.Now()
 	pod.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
-		Name:  job.ContainerName,
+		Name:  job.ContainerPush,
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: msg, FinishedAt: now, StartedAt: now}},
 	}}}
 	if err := env.Client.Status().Update(ctx, pod); err != nil {
@@ -364,14 +372,11 @@ func TestBuildInterruptAndReuse(t *testing.T) {
 	if a.Status.BaseImagePullSpec == "" || !strings.Contains(a.Status.BaseImagePullSpec, "@sha256:") {
 		t.Errorf("base image %q, want it by digest", a.Status.BaseImagePullSpec)
 	}
-	cm := &corev1.ConfigMap{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: job.JobName(a.Name)}, cm); err != nil {
-		t.Fatalf("build context ConfigMap: %v", err)
-	}
-	assertNoSecret(t, f.password, cm, getMOSC(t, "reuse"), a)
+	f.assertNoSecret(a)
 
 	imageA := f.succeed(a)
 	a = waitCondition(t, a.Name, v1alpha1.BuildSucceeded)
+	f.assertNoSecret(a)
 	if a.Status.DigestedImagePushSpec != imageA {
 		t.Errorf("digestedImagePushSpec %q, want %q", a.Status.DigestedImagePushSpec, imageA)
 	}
@@ -458,12 +463,91 @@ func observedDurations(t *testing.T, result string) (uint64, float64) {
 	return 0, 0
 }
 
-func assertNoSecret(t *testing.T, password string, objs ...client.Object) {
-	t.Helper()
-	for _, o := range objs {
-		raw, _ := json.Marshal(o)
-		if strings.Contains(string(raw), password) {
-			t.Errorf("%T %s carries the registry password", o, o.GetName())
+// assertNoSecret looks for the registry password, in the clear and as the
+// base64 auth string of its Secrets, where a user can read what the
+// controller made of a build: the build Secret's files (the context
+// unpacked), the Job, the statuses of the build, its MachineOSConfig and
+// pool, and every event.
+func (f *fixture) assertNoSecret(b *v1alpha1.MachineOSBuild) {
+	f.t.Helper()
+	ctx := context.Background()
+	auth := base64.StdEncoding.EncodeToString([]byte(f.reg.User + ":" + f.password))
+	if !strings.Contains(string(f.reg.DockerConfigJSON(f.password)), auth) {
+		f.t.Fatalf("the registry Secrets do not hold the auth string %q", auth)
+	}
+	texts := map[string][]byte{}
+	inputs := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: job.JobName(b.Name)}, inputs); err != nil {
+		f.t.Fatalf("build Secret: %v", err)
+	}
+	for k, v := range inputs.Data {
+		texts["build Secret key "+k] = v
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(inputs.Data[job.KeyContext]))
+	if err != nil {
+		f.t.Fatalf("build context: %v", err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			f.t.Fatalf("build context: %v", err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		texts["build context file "+h.Name] = data
+	}
+	// The search sees the context as the build does.
+	if !bytes.Contains(texts["build context file Containerfile"], []byte("RUN echo hi > /etc/hi")) {
+		f.t.Fatalf("the unpacked build context has no Containerfile with the admin's content: %v", slices.Collect(maps.Keys(texts)))
+	}
+	jb := &batchv1.Job{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: job.JobName(b.Name)}, jb); err != nil {
+		f.t.Fatal(err)
+	}
+	pool := &v1alpha1.MachineConfigPool{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: f.name}, pool); err != nil {
+		f.t.Fatal(err)
+	}
+	build, err := getBuild(b.Name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for what, obj := range map[string]any{"Job": jb, "build": build, "MachineOSConfig": getMOSC(f.t, f.name), "pool status": pool.Status} {
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		texts[what] = raw
+	}
+	var events eventsv1.EventList
+	if err := env.Client.List(ctx, &events); err != nil {
+		f.t.Fatal(err)
+	}
+	var coreEvents corev1.EventList
+	if err := env.Client.List(ctx, &coreEvents); err != nil {
+		f.t.Fatal(err)
+	}
+	if len(events.Items)+len(coreEvents.Items) == 0 {
+		f.t.Fatal("no events to search")
+	}
+	for _, list := range []any{events, coreEvents} {
+		raw, err := json.Marshal(list)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		texts[fmt.Sprintf("%T", list)] = raw
+	}
+	for where, text := range texts {
+		for _, s := range []string{f.password, auth} {
+			if bytes.Contains(text, []byte(s)) {
+				f.t.Errorf("the %s holds the registry credentials", where)
+			}
 		}
 	}
 }
@@ -486,6 +570,7 @@ func TestFailureKeepsCurrentImageAndSaysWhy(t *testing.T) {
 	failJob(t, b)
 
 	b = waitCondition(t, b.Name, v1alpha1.BuildFailed)
+	f.assertNoSecret(b)
 	if b.Status.Failure == nil || b.Status.Failure.Step != v1alpha1.BuildStepBuild || !strings.Contains(b.Status.Failure.Message, "line 7") {
 		t.Errorf("failure %+v, want step Build naming line 7", b.Status.Failure)
 	}

@@ -19,7 +19,7 @@ const DefaultBaseResolveInterval = 15 * time.Minute
 
 // Config is the build controller's part of the controller configuration.
 type Config struct {
-	// Namespace holds the build Jobs, their ConfigMaps and the Secrets
+	// Namespace holds the build Jobs, their Secrets and the Secrets
 	// MachineOSConfigs name.
 	Namespace string `json:"namespace,omitempty"`
 	// BuilderImage runs the builds (Debian + buildah).
@@ -27,8 +27,9 @@ type Config struct {
 	// Arch is the nodes' architecture, which picks the Containerfile
 	// entry (amd64, arm64, ppc64le, s390x).
 	Arch string `json:"arch,omitempty"`
-	// Placement of build pods (node selector, tolerations, resources,
-	// host network).
+	// Placement of build pods (node selector, tolerations, affinity,
+	// resources, host network); by default they stay off control-plane
+	// nodes.
 	Placement job.Placement `json:"placement,omitempty"`
 	// BackoffLimit bounds the retries of a build Job.
 	BackoffLimit int32 `json:"backoffLimit,omitempty"`

@@ -75,9 +75,10 @@ func (r *Reconciler) runSingleJob(ctx context.Context, s *scope, in *inputs, bef
 }
 
 // driveJob makes sure the Job that builds res and pushes it to pushSpec
-// exists, with its ConfigMap (adopting both after a restart), and returns
-// its progress. Inputs that cannot be delivered to a builder (a context
-// too large for a ConfigMap) are a failed status: retrying cannot help.
+// exists, with the Secret of its inputs (adopting both after a restart),
+// and returns its progress. Inputs that cannot be delivered to a builder
+// (a context too large for a Secret) are a failed status: retrying cannot
+// help.
 func (r *Reconciler) driveJob(ctx context.Context, s *scope, res *containerfile.Result, pushSpec string) (job.Status, string, error) {
 	b := s.build
 	req := job.Request{
@@ -89,15 +90,15 @@ func (r *Reconciler) driveJob(ctx context.Context, s *scope, res *containerfile.
 	if ref := s.mosc.Spec.BaseImagePullSecret; ref != nil {
 		req.BaseImagePullSecret = ref.Name
 	}
-	cm, jb, err := job.Objects(r.Config.jobConfig(), req)
+	inputs, jb, err := job.Objects(r.Config.jobConfig(), req)
 	if err != nil {
 		return job.Status{Phase: job.PhaseFailed, Failure: &v1alpha1.BuildFailure{Step: v1alpha1.BuildStepPrepare, Message: err.Error()}}, "", nil
 	}
-	for _, labels := range []map[string]string{cm.Labels, jb.Labels, jb.Spec.Template.Labels} {
+	for _, labels := range []map[string]string{inputs.Labels, jb.Labels, jb.Spec.Template.Labels} {
 		labels[v1alpha1.MachineOSConfigLabel] = s.mosc.Name
 	}
-	if err := r.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return job.Status{}, "", fmt.Errorf("create ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	if err := r.Client.Create(ctx, inputs); err != nil && !apierrors.IsAlreadyExists(err) {
+		return job.Status{}, "", fmt.Errorf("create Secret %s/%s: %w", inputs.Namespace, inputs.Name, err)
 	}
 	if err := r.Client.Create(ctx, jb); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
@@ -251,7 +252,7 @@ func (r *Reconciler) interrupt(ctx context.Context, b *v1alpha1.MachineOSBuild, 
 	return nil
 }
 
-// deleteJob deletes a build's Job (with its pods) and ConfigMap.
+// deleteJob deletes a build's Job (with its pods) and Secret.
 func (r *Reconciler) deleteJob(ctx context.Context, b *v1alpha1.MachineOSBuild) error {
 	name := job.JobName(b.Name)
 	background := client.PropagationPolicy(metav1.DeletePropagationBackground)
@@ -259,9 +260,9 @@ func (r *Reconciler) deleteJob(ctx context.Context, b *v1alpha1.MachineOSBuild) 
 	if err := r.Client.Delete(ctx, jb, background); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Job %s: %w", name, err)
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.Config.Namespace, Name: name}}
-	if err := r.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete ConfigMap %s: %w", name, err)
+	inputs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Config.Namespace, Name: name}}
+	if err := r.Client.Delete(ctx, inputs); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Secret %s: %w", name, err)
 	}
 	return nil
 }
