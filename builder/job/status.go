@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +35,30 @@ type Status struct {
 	Failure *v1alpha1.BuildFailure
 	// StartTime is when the Job started.
 	StartTime *metav1.Time
+	// StopJob is set on a build failed because its pod cannot start: the
+	// Job would go on waiting, and must be deleted.
+	StopJob bool
+	// RetryAfter, when not zero, is when to look again: a pod waiting to
+	// be scheduled fails the build once StartGrace has passed, and no
+	// event may come to say so.
+	RetryAfter time.Duration
+}
+
+// StartGrace is how long a build pod may stay unschedulable before the
+// build fails with the scheduler's reason. The scheduler may yet find room
+// (a pod ends, a node joins), but a build waiting longer says why instead
+// of waiting out the Job's deadline.
+const StartGrace = time.Minute
+
+// pullFailures are the kubelet's reasons for a container it cannot start
+// because of its image or its definition; they do not heal by themselves.
+var pullFailures = map[string]bool{
+	"ErrImagePull":               true,
+	"ImagePullBackOff":           true,
+	"InvalidImageName":           true,
+	"ErrImageNeverPull":          true,
+	"CreateContainerConfigError": true,
+	"CreateContainerError":       true,
 }
 
 // TerminationMessage is what the build script writes to a container's
@@ -110,7 +136,46 @@ func Interpret(job *batchv1.Job, pods []corev1.Pod) Status {
 			st.Phase = PhaseRunning
 		}
 	}
+	for i := range pods {
+		failure, retry := startFailure(&pods[i], time.Now())
+		if failure != nil {
+			st.Phase, st.Failure, st.StopJob, st.RetryAfter = PhaseFailed, bound(failure), true, 0
+			return st
+		}
+		if retry > 0 && (st.RetryAfter == 0 || retry < st.RetryAfter) {
+			st.RetryAfter = retry
+		}
+	}
 	return st
+}
+
+// startFailure says why a pending pod cannot start, in the kubelet's or
+// the scheduler's words: an image that cannot be pulled (the builder
+// image, usually) at once, a pod the scheduler cannot place once it has
+// waited StartGrace. Otherwise it returns how long until that grace ends,
+// or zero.
+func startFailure(pod *corev1.Pod, now time.Time) (*v1alpha1.BuildFailure, time.Duration) {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodPending {
+		return nil, 0
+	}
+	for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+		if w := cs.State.Waiting; w != nil && pullFailures[w.Reason] {
+			return &v1alpha1.BuildFailure{Step: v1alpha1.BuildStepPrepare, Message: fmt.Sprintf(
+				"build pod %s cannot start its %s container (image %s): %s: %s", pod.Name, cs.Name, cs.Image, w.Reason, w.Message)}, 0
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable {
+			continue
+		}
+		waited := now.Sub(c.LastTransitionTime.Time)
+		if waited < StartGrace {
+			return nil, StartGrace - waited
+		}
+		return &v1alpha1.BuildFailure{Step: v1alpha1.BuildStepPrepare, Message: fmt.Sprintf(
+			"build pod %s cannot be scheduled (waited %s): %s", pod.Name, waited.Round(time.Second), c.Message)}, 0
+	}
+	return nil, 0
 }
 
 // started says whether a pod's build has started: the pod stays Pending

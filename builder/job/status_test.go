@@ -202,3 +202,39 @@ func TestInterpretBoundsFailure(t *testing.T) {
 		t.Error("log tail is not the end of the log, whole characters")
 	}
 }
+
+// A build pod that cannot start fails the build with the kubelet's or the
+// scheduler's reason, within a minute, and asks for its Job to go.
+func TestInterpretPodThatCannotStart(t *testing.T) {
+	now := metav1.Now()
+	jb := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "build-worker-1"}, Status: batchv1.JobStatus{StartTime: &now, Active: 1}}
+	pending := func(st corev1.PodStatus) []corev1.Pod {
+		st.Phase = corev1.PodPending
+		return []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "build-worker-1-x"}, Status: st}}
+	}
+	unschedulable := func(since time.Duration) []corev1.Pod {
+		return pending(corev1.PodStatus{Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			Message:            "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.",
+			LastTransitionTime: metav1.NewTime(time.Now().Add(-since)),
+		}}})
+	}
+
+	st := Interpret(jb, pending(corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{{
+		Name: ContainerPull, Image: "registry.example.com/strata/builder:gone",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "registry.example.com/strata/builder:gone"`}},
+	}}}))
+	if st.Phase != PhaseFailed || !st.StopJob || st.Failure == nil || st.Failure.Step != v1alpha1.BuildStepPrepare ||
+		!strings.Contains(st.Failure.Message, "ImagePullBackOff") || !strings.Contains(st.Failure.Message, "builder:gone") {
+		t.Errorf("image pull failure: %+v (failure %+v), want Failed with the kubelet's reason and the image", st, st.Failure)
+	}
+
+	st = Interpret(jb, unschedulable(10*time.Second))
+	if st.Phase != PhasePending || st.RetryAfter <= 0 || st.RetryAfter > StartGrace-9*time.Second {
+		t.Errorf("unschedulable for 10s: %+v, want Pending and a look again within %s", st, StartGrace-10*time.Second)
+	}
+	st = Interpret(jb, unschedulable(StartGrace+time.Second))
+	if st.Phase != PhaseFailed || !st.StopJob || st.Failure == nil || !strings.Contains(st.Failure.Message, "didn't match Pod's node affinity") {
+		t.Errorf("unschedulable past the grace: %+v (failure %+v), want Failed with the scheduler's message", st, st.Failure)
+	}
+}

@@ -795,3 +795,44 @@ func TestRestartAdoptsRunningJobAndDeleteCleansUp(t *testing.T) {
 		t.Error("the pool still has ImageBuildDegraded")
 	}
 }
+
+// A build pod that cannot pull the builder image fails the build at once
+// with the kubelet's reason, and its Job is stopped.
+func TestPodThatCannotStartFailsTheBuild(t *testing.T) {
+	f := newFixture(t, "nostart")
+	startController(t, f.reg, 0)
+	f.mosc()
+	b := waitBuild(t, "nostart")
+	ctx := context.Background()
+	j := &batchv1.Job{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: job.JobName(b.Name)}, j); err != nil {
+		t.Fatal(err)
+	}
+	labels := job.PodLabels(b.Name)
+	labels[v1alpha1.MachineOSConfigLabel] = "nostart"
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: j.Name + "-", Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(j, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: job.ContainerPush, Image: "builder"}}},
+	}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{
+		Name: job.ContainerPull, Image: "127.0.0.1:5000/strata/builder:gone",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "manifest unknown"}},
+	}}}
+	if err := env.Client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	b = waitCondition(t, b.Name, v1alpha1.BuildFailed)
+	if f := b.Status.Failure; f == nil || !strings.Contains(f.Message, "ErrImagePull") || !strings.Contains(f.Message, "builder:gone") {
+		t.Errorf("failure %+v, want the kubelet's reason and the image", b.Status.Failure)
+	}
+	eventually(t, "the Job stopped", func() error {
+		if _, ok := jobUID(t, b.Name); ok {
+			return errors.New("the Job is still there")
+		}
+		return nil
+	})
+}

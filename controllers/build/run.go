@@ -125,6 +125,16 @@ func (r *Reconciler) driveJob(ctx context.Context, s *scope, res *containerfile.
 		}
 	}
 	st := job.Interpret(jb, own)
+	if st.RetryAfter > 0 {
+		s.requeue(st.RetryAfter)
+	}
+	if st.StopJob {
+		// The pod cannot start: stop the Job, which would wait for it
+		// until its deadline.
+		if err := r.deleteJob(ctx, b); err != nil {
+			return job.Status{}, "", err
+		}
+	}
 	b.Status.Builder = &v1alpha1.MachineOSBuilderReference{
 		ImageBuilderType: v1alpha1.JobBuilder,
 		Job:              &v1alpha1.ObjectReference{Group: batchv1.GroupName, Resource: "jobs", Namespace: jb.Namespace, Name: jb.Name},
