@@ -20,6 +20,7 @@
 #                               TLS verification (optional)
 #   STRATA_STORAGE_DRIVER       vfs (default) or overlay
 #   STRATA_TERMINATION_LOG      where the report goes
+#   STRATA_PLATFORM             os/arch to pull and build for (linux/amd64)
 #                               (default /dev/termination-log)
 #   pull:
 #   STRATA_BASE_IMAGES          the images the Containerfile's FROMs name,
@@ -168,7 +169,7 @@ pull_base() {
 	authfile "${STRATA_BASE_AUTHFILE:-}"
 	STEP=PullBase
 	local line image where err
-	local pull=(pull --quiet)
+	local pull=(pull --quiet --platform "${STRATA_PLATFORM:-linux/amd64}")
 	[ -z "${STRATA_BASE_AUTHFILE:-}" ] || pull+=(--authfile "$STRATA_BASE_AUTHFILE")
 	while read -r line image; do
 		[ -n "$image" ] || continue
@@ -190,7 +191,7 @@ build() {
 	tar -xzf "$STRATA_CONTEXT_ARCHIVE" -C "$P/context" 2>>"$LOG" || fail Prepare "build context $STRATA_CONTEXT_ARCHIVE could not be unpacked"
 	[ -f "$P/context/Containerfile" ] || fail Prepare "the build context has no Containerfile"
 	STEP=Build
-	local bud=(bud --isolation chroot --pull=never --timestamp 0 --layers=false --iidfile "$P/iid" -f "$P/context/Containerfile")
+	local bud=(bud --isolation chroot --pull=never --platform "${STRATA_PLATFORM:-linux/amd64}" --timestamp 0 --layers=false --iidfile "$P/iid" -f "$P/context/Containerfile")
 	local err stepline stage step instr detail line where
 	if ! buildah "${global[@]}" "${bud[@]}" "${policy[@]}" "$P/context" 2>&1 | tee -a "$LOG"; then
 		err=$(error_of)

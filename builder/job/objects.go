@@ -130,7 +130,14 @@ type Config struct {
 	// InsecureRegistries are the registries (host[:port]) reached without
 	// TLS verification.
 	InsecureRegistries []string
+	// Arch is the nodes' architecture in Go's spelling (amd64, arm64,
+	// ppc64le, s390x); "" is amd64. Build pods run on a node of it, and
+	// buildah pulls and builds for it.
+	Arch string
 }
+
+// ArchLabel is the well-known node label of a node's architecture.
+const ArchLabel = "kubernetes.io/arch"
 
 // Request is one build.
 type Request struct {
@@ -365,6 +372,7 @@ func podSpec(cfg Config, req Request, name string, bases []BaseImage) corev1.Pod
 				{Name: "STRATA_INSECURE_REGISTRIES", Value: strings.Join(cfg.InsecureRegistries, ",")},
 				{Name: "STRATA_STORAGE_DRIVER", Value: "vfs"},
 				{Name: "STRATA_TERMINATION_LOG", Value: corev1.TerminationMessagePathDefault},
+				{Name: "STRATA_PLATFORM", Value: "linux/" + arch(cfg)},
 			}, env...),
 			VolumeMounts: append([]corev1.VolumeMount{
 				{Name: inputs, MountPath: InputsDir, ReadOnly: true},
@@ -417,7 +425,7 @@ func podSpec(cfg Config, req Request, name string, bases []BaseImage) corev1.Pod
 		AutomountServiceAccountToken:  ptr.To(false),
 		EnableServiceLinks:            ptr.To(false),
 		HostNetwork:                   p.HostNetwork,
-		NodeSelector:                  copyMap(p.NodeSelector),
+		NodeSelector:                  nodeSelector(cfg),
 		Tolerations:                   append([]corev1.Toleration(nil), p.Tolerations...),
 		Affinity:                      affinity(p.Affinity),
 		// Init containers run one after the other, each after the one
@@ -479,3 +487,25 @@ func copyMap(m map[string]string) map[string]string {
 // buildah needs to map the whole ID range into the user namespace it makes
 // (uid_map and gid_map, 0 included).
 var containerCapabilities = []corev1.Capability{"SETUID", "SETGID", "SETFCAP"}
+
+// arch is the build's architecture, amd64 unless configured.
+func arch(cfg Config) string {
+	if cfg.Arch == "" {
+		return "amd64"
+	}
+	return cfg.Arch
+}
+
+// nodeSelector is the placement's node selector plus the architecture:
+// a build runs RUN steps, which only a node of the image's architecture
+// can run. A selector that names an architecture itself is kept.
+func nodeSelector(cfg Config) map[string]string {
+	sel := copyMap(cfg.Placement.NodeSelector)
+	if sel == nil {
+		sel = map[string]string{}
+	}
+	if _, ok := sel[ArchLabel]; !ok {
+		sel[ArchLabel] = arch(cfg)
+	}
+	return sel
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,9 +144,10 @@ func TestObjects(t *testing.T) {
 	if ps.TerminationGracePeriodSeconds == nil || *ps.TerminationGracePeriodSeconds > 30 {
 		t.Errorf("termination grace period %v", ps.TerminationGracePeriodSeconds)
 	}
+	wantSelector := map[string]string{"node-role.kubernetes.io/builder": "", ArchLabel: "amd64"}
 	if !ps.HostNetwork || ps.DNSPolicy != corev1.DNSClusterFirstWithHostNet ||
-		!reflect.DeepEqual(ps.NodeSelector, cfg.Placement.NodeSelector) || !reflect.DeepEqual(ps.Tolerations, cfg.Placement.Tolerations) {
-		t.Errorf("placement not applied: %+v", ps)
+		!reflect.DeepEqual(ps.NodeSelector, wantSelector) || !reflect.DeepEqual(ps.Tolerations, cfg.Placement.Tolerations) {
+		t.Errorf("placement not applied (want node selector %v): %+v", wantSelector, ps)
 	}
 	wantAffinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
@@ -245,6 +247,7 @@ func TestObjects(t *testing.T) {
 		"STRATA_INSECURE_REGISTRIES": "127.0.0.1:5000",
 		"STRATA_STORAGE_DRIVER":      "vfs",
 		"STRATA_TERMINATION_LOG":     "/dev/termination-log",
+		"STRATA_PLATFORM":            "linux/amd64",
 	}
 	with := func(m map[string]string) map[string]string {
 		for k, v := range common {
@@ -557,5 +560,32 @@ func untar(t *testing.T, gz []byte) map[string]string {
 			}
 			out[h.Name] = string(b)
 		}
+	}
+}
+
+// A build runs on a node of the target architecture, and buildah pulls and
+// builds for it.
+func TestObjectsArchitecture(t *testing.T) {
+	cfg, req := testRequest()
+	cfg.Arch = "arm64"
+	_, job, err := Objects(cfg, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := job.Spec.Template.Spec
+	if got := ps.NodeSelector[ArchLabel]; got != "arm64" {
+		t.Errorf("node selector %v, want %s=arm64", ps.NodeSelector, ArchLabel)
+	}
+	for _, c := range slices.Concat(ps.InitContainers, ps.Containers) {
+		if !slices.Contains(c.Env, corev1.EnvVar{Name: "STRATA_PLATFORM", Value: "linux/arm64"}) {
+			t.Errorf("container %s is not told the platform: %v", c.Name, c.Env)
+		}
+	}
+	cfg.Placement.NodeSelector = map[string]string{ArchLabel: "arm64", "pool": "builders"}
+	if _, job, err = Objects(cfg, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := job.Spec.Template.Spec.NodeSelector; !reflect.DeepEqual(got, cfg.Placement.NodeSelector) {
+		t.Errorf("node selector %v, want the placement's %v", got, cfg.Placement.NodeSelector)
 	}
 }

@@ -78,5 +78,6 @@ func (c Config) jobConfig() job.Config {
 		BackoffLimit:          c.BackoffLimit,
 		ActiveDeadlineSeconds: c.ActiveDeadlineSeconds,
 		InsecureRegistries:    c.InsecureRegistries,
+		Arch:                  platform(c.Arch).Architecture,
 	}
 }
