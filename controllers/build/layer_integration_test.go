@@ -64,15 +64,7 @@ func waitNewBuild(t *testing.T, mosc string, not ...string) *v1alpha1.MachineOSB
 // topLayerFile reads one file of an image's top layer.
 func (f *fixture) topLayerFile(image, path string) string {
 	f.t.Helper()
-	ref, err := name.ParseReference(image, name.Insecure)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	img, err := remote.Image(ref, remote.WithAuth(f.reg.Auth()))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	layers, err := img.Layers()
+	layers, err := f.image(image).Layers()
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -97,7 +89,9 @@ func (f *fixture) topLayerFile(image, path string) string {
 	}
 }
 
-func (f *fixture) layers(image string) []v1.Hash {
+// image reads an image of the fixture's registry (its manifest and
+// config; layers when asked).
+func (f *fixture) image(image string) v1.Image {
 	f.t.Helper()
 	ref, err := name.ParseReference(image, name.Insecure)
 	if err != nil {
@@ -107,7 +101,12 @@ func (f *fixture) layers(image string) []v1.Hash {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	m, err := img.Manifest()
+	return img
+}
+
+func (f *fixture) layers(image string) []v1.Hash {
+	f.t.Helper()
+	m, err := f.image(image).Manifest()
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -153,12 +152,7 @@ func TestConfigLayerOnTheBase(t *testing.T) {
 		t.Errorf("layers %v then %v: want the base's shared and only the top one new", la, lb)
 	}
 	cfg := func(image string) *v1.ConfigFile {
-		ref, _ := name.ParseReference(image, name.Insecure)
-		img, err := remote.Image(ref, remote.WithAuth(f.reg.Auth()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := img.ConfigFile()
+		c, err := f.image(image).ConfigFile()
 		if err != nil {
 			t.Fatal(err)
 		}
