@@ -102,7 +102,7 @@ const (
 	// LayeredByAnnotation on a MachineConfigPool names the one
 	// MachineOSConfig that layers it.
 	LayeredByAnnotation = Prefix + "layered-by"
-	// MachineOSConfigLabel on a MachineOSBuild, its Job, ConfigMap and pod
+	// MachineOSConfigLabel on a MachineOSBuild, its Job, input Secret and pod
 	// names the MachineOSConfig it builds.
 	MachineOSConfigLabel = Prefix + "machineosconfig"
 

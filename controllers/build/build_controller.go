@@ -65,14 +65,13 @@ type Reconciler struct {
 
 // CacheByObject limits the manager's cache of the namespaced kinds this
 // controller reads to its namespace, so it neither needs nor holds
-// cluster-wide access to Secrets, Pods, Jobs or ConfigMaps.
+// cluster-wide access to Secrets, Pods or Jobs.
 func CacheByObject(namespace string) map[client.Object]cache.ByObject {
 	only := cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}
 	return map[client.Object]cache.ByObject{
-		&corev1.Secret{}:    only,
-		&corev1.Pod{}:       only,
-		&corev1.ConfigMap{}: only,
-		&batchv1.Job{}:      only,
+		&corev1.Secret{}: only,
+		&corev1.Pod{}:    only,
+		&batchv1.Job{}:   only,
 	}
 }
 
