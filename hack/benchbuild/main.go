@@ -130,8 +130,13 @@ func run(ctx context.Context, kubeconfig, reg string, baseMiB int) error {
 			}
 		}
 		logf("changing a file of pool %s", pool(s))
+		mc := &v1alpha1.MachineConfig{}
+		if err := c.Get(ctx, client.ObjectKey{Name: "50-" + pool(s)}, mc); err != nil {
+			return err
+		}
 		start := time.Now()
-		if err := c.Update(ctx, machineConfig(s, "changed at "+start.Format(time.RFC3339Nano))); err != nil {
+		mc.Spec = machineConfig(s, "changed at "+start.Format(time.RFC3339Nano)).Spec
+		if err := c.Update(ctx, mc); err != nil {
 			return err
 		}
 		b, err := waitBuilt(ctx, c, s, prev)
