@@ -26,7 +26,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -288,25 +287,17 @@ func leakfinder(t *testing.T) string {
 // layer media type.
 func executables(t *testing.T, files map[string]string) v1.Layer {
 	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, n := range slices.Sorted(maps.Keys(files)) {
-		if err := tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(files[n])), ModTime: time.Unix(0, 0)}); err != nil {
-			t.Fatal(err)
+	return testregistry.TarLayer(t, func(tw *tar.Writer) error {
+		for _, n := range slices.Sorted(maps.Keys(files)) {
+			if err := tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(files[n])), ModTime: time.Unix(0, 0)}); err != nil {
+				return err
+			}
+			if _, err := io.WriteString(tw, files[n]); err != nil {
+				return err
+			}
 		}
-		if _, err := io.WriteString(tw, files[n]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return layer
+		return nil
+	})
 }
 
 // runBuild plays the build pod of Objects(cfg, req): it runs build.sh for

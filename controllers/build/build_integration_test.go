@@ -251,17 +251,8 @@ func waitBuild(t *testing.T, mosc string, not ...string) *v1alpha1.MachineOSBuil
 	t.Helper()
 	var b *v1alpha1.MachineOSBuild
 	eventually(t, "a build of "+mosc+" with a Job", func() error {
-		m := getMOSC(t, mosc)
-		if m.Status.MachineOSBuild == nil {
-			return fmt.Errorf("no build yet (conditions %+v)", m.Status.Conditions)
-		}
-		for _, n := range not {
-			if m.Status.MachineOSBuild.Name == n {
-				return errors.New("still build " + n)
-			}
-		}
 		var err error
-		if b, err = getBuild(m.Status.MachineOSBuild.Name); err != nil {
+		if b, err = currentBuild(t, mosc, not); err != nil {
 			return err
 		}
 		if !isTrue(b, v1alpha1.BuildPrepared) {
@@ -270,6 +261,32 @@ func waitBuild(t *testing.T, mosc string, not ...string) *v1alpha1.MachineOSBuil
 		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: job.JobName(b.Name)}, &batchv1.Job{})
 	})
 	return b
+}
+
+// waitNewBuild waits for the MachineOSConfig's current build to differ
+// from not, and returns it.
+func waitNewBuild(t *testing.T, mosc string, not ...string) *v1alpha1.MachineOSBuild {
+	t.Helper()
+	var b *v1alpha1.MachineOSBuild
+	eventually(t, "a new build of "+mosc, func() error {
+		var err error
+		b, err = currentBuild(t, mosc, not)
+		return err
+	})
+	return b
+}
+
+// currentBuild is the MachineOSConfig's current build, unless it has none
+// or it is one of not.
+func currentBuild(t *testing.T, mosc string, not []string) (*v1alpha1.MachineOSBuild, error) {
+	m := getMOSC(t, mosc)
+	if m.Status.MachineOSBuild == nil {
+		return nil, fmt.Errorf("no build yet (conditions %+v)", m.Status.Conditions)
+	}
+	if slices.Contains(not, m.Status.MachineOSBuild.Name) {
+		return nil, errors.New("still build " + m.Status.MachineOSBuild.Name)
+	}
+	return getBuild(m.Status.MachineOSBuild.Name)
 }
 
 // finishPod plays the build pod: a pod of the Job that ended with msg.

@@ -8,11 +8,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
@@ -189,9 +187,7 @@ func layerFailure(err error) (*v1alpha1.BuildFailure, bool) {
 		f.Step = v1alpha1.BuildStepAuth
 		return f, true
 	}
-	var terr *transport.Error
-	notFound := errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound
-	return f, f.Step == v1alpha1.BuildStepLayer || notFound
+	return f, f.Step == v1alpha1.BuildStepLayer || registry.IsNotFound(err)
 }
 
 // platform is the image platform of the nodes' architecture, in Go's or

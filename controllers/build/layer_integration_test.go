@@ -39,28 +39,6 @@ func configLayer(m *v1alpha1.MachineOSConfig) { m.Spec.ImageBuilder.Strategy = "
 // noContainerfile leaves the admin stage empty: it is the base itself.
 func noContainerfile(m *v1alpha1.MachineOSConfig) { m.Spec.ContainerFile = nil }
 
-// waitNewBuild waits for the MachineOSConfig's current build to differ
-// from not, and returns it.
-func waitNewBuild(t *testing.T, mosc string, not ...string) *v1alpha1.MachineOSBuild {
-	t.Helper()
-	var b *v1alpha1.MachineOSBuild
-	eventually(t, "a new build of "+mosc, func() error {
-		m := getMOSC(t, mosc)
-		if m.Status.MachineOSBuild == nil {
-			return fmt.Errorf("no build yet (conditions %+v)", m.Status.Conditions)
-		}
-		for _, n := range not {
-			if m.Status.MachineOSBuild.Name == n {
-				return errors.New("still build " + n)
-			}
-		}
-		var err error
-		b, err = getBuild(m.Status.MachineOSBuild.Name)
-		return err
-	})
-	return b
-}
-
 // topLayerFile reads one file of an image's top layer.
 func (f *fixture) topLayerFile(image, path string) string {
 	f.t.Helper()

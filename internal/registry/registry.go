@@ -107,59 +107,56 @@ func normalizeHost(h string) string {
 	return h
 }
 
-// Resolve returns ref as repository@sha256:digest; a digest reference is
-// returned as it is, after checking that it exists.
-func (c Client) Resolve(ctx context.Context, ref string, kc authn.Keychain) (string, error) {
+// head asks the registry for ref's manifest: ref parsed, its descriptor's
+// digest as repository@sha256:digest, and whether the registry has it (a
+// 404 is no error).
+func (c Client) head(ctx context.Context, ref string, kc authn.Keychain) (string, bool, error) {
 	r, err := c.ParseReference(ref)
 	if err != nil {
-		return "", fmt.Errorf("parse image reference %q: %w", ref, err)
+		return "", false, fmt.Errorf("parse image reference %q: %w", ref, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	desc, err := remote.Head(r, options(ctx, kc)...)
+	if IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return r.Context().Name() + "@" + desc.Digest.String(), true, nil
+}
+
+// Resolve returns ref as repository@sha256:digest; a digest reference is
+// returned as it is, after checking that it exists.
+func (c Client) Resolve(ctx context.Context, ref string, kc authn.Keychain) (string, error) {
+	digested, found, err := c.head(ctx, ref, kc)
+	if err == nil && !found {
+		err = &transport.Error{StatusCode: http.StatusNotFound}
+	}
 	if err != nil {
 		return "", fmt.Errorf("resolve %s: %w", ref, Explain(err))
 	}
-	return r.Context().Name() + "@" + desc.Digest.String(), nil
+	return digested, nil
 }
 
 // Lookup returns ref (a tag or a digest) as repository@sha256:digest, or ""
 // when the registry does not have it.
 func (c Client) Lookup(ctx context.Context, ref string, kc authn.Keychain) (string, error) {
-	r, err := c.ParseReference(ref)
-	if err != nil {
-		return "", fmt.Errorf("parse image reference %q: %w", ref, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	desc, err := remote.Head(r, options(ctx, kc)...)
-	var terr *transport.Error
-	if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
-		return "", nil
-	}
+	digested, _, err := c.head(ctx, ref, kc)
 	if err != nil {
 		return "", fmt.Errorf("look up %s: %w", ref, Explain(err))
 	}
-	return r.Context().Name() + "@" + desc.Digest.String(), nil
+	return digested, nil
 }
 
 // Exists reports whether a digested image is still in its registry.
 func (c Client) Exists(ctx context.Context, digested string, kc authn.Keychain) (bool, error) {
-	r, err := c.ParseReference(digested)
-	if err != nil {
-		return false, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	_, err = remote.Head(r, options(ctx, kc)...)
-	var terr *transport.Error
-	if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
-		return false, nil
-	}
+	_, found, err := c.head(ctx, digested, kc)
 	if err != nil {
 		return false, fmt.Errorf("check %s: %w", digested, Explain(err))
 	}
-	return true, nil
+	return found, nil
 }
 
 // Delete removes a digested image (and so every tag naming it) from its
@@ -172,8 +169,7 @@ func (c Client) Delete(ctx context.Context, digested string, kc authn.Keychain) 
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	err = remote.Delete(r, options(ctx, kc)...)
-	var terr *transport.Error
-	if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+	if IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
@@ -195,6 +191,12 @@ func Explain(err error) error {
 		}
 	}
 	return err
+}
+
+// IsNotFound tells a registry's 404 (no such manifest or repository).
+func IsNotFound(err error) bool {
+	var terr *transport.Error
+	return errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound
 }
 
 // IsUnauthorized tells a refusal of credentials from other failures.

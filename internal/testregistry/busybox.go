@@ -121,19 +121,31 @@ func FilesLayer(t testing.TB, files map[string]string) v1.Layer {
 		}
 	}
 	slices.Sort(names)
+	return TarLayer(t, func(tw *tar.Writer) error {
+		for _, name := range names {
+			h := &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(files[name])), ModTime: time.Unix(0, 0)}
+			if strings.HasSuffix(name, "/") {
+				h.Typeflag, h.Mode, h.Size = tar.TypeDir, 0o755, 0
+			}
+			if err := tw.WriteHeader(h); err != nil {
+				return err
+			}
+			if _, err := io.WriteString(tw, files[name]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// TarLayer is the layer of the tar that write writes (the writer is
+// closed after it).
+func TarLayer(t testing.TB, write func(*tar.Writer) error) v1.Layer {
+	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, name := range names {
-		h := &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(files[name])), ModTime: time.Unix(0, 0)}
-		if strings.HasSuffix(name, "/") {
-			h.Typeflag, h.Mode, h.Size = tar.TypeDir, 0o755, 0
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.WriteString(tw, files[name]); err != nil {
-			t.Fatal(err)
-		}
+	if err := write(tw); err != nil {
+		t.Fatal(err)
 	}
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
