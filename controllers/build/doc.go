@@ -1,8 +1,19 @@
 // Package build reconciles MachineOSConfigs: for a layered pool whose
 // rendered configuration exists it makes the MachineOSBuild named
-// <machineosconfig>-<hash of every input>, runs it as a Job (builder/job),
-// follows it to Succeeded, Failed or Interrupted, and points the
-// MachineOSConfig at the pushed image by digest.
+// <machineosconfig>-<hash of what makes the image>, builds it, follows it
+// to Succeeded, Failed or Interrupted, and points the MachineOSConfig at
+// the pushed image by digest.
+//
+// Two strategies (layer.go, run.go). ConfigLayer finds the admin stage in
+// the registry by the hash of its own inputs (or takes the base itself),
+// builds it in a Job (builder/job) only when it is absent, and appends the
+// configuration layer in the reconcile (builder/direct). SingleJob, and a
+// configuration that needs a RUN step of its own, build everything in one
+// Job.
+//
+// The base image is pinned by digest in the MachineOSConfig's status and
+// resolved again only on the configured interval or when the resolve-base
+// annotation asks, so no unrelated event starts a build on a moved tag.
 //
 // A build of the same inputs that already succeeded, and whose image is
 // still in the registry, is reused without a Job. New inputs interrupt a
