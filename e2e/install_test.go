@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -103,16 +104,18 @@ var _ = Describe("Strata installed from config/default", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(code).To(Equal(http.StatusUnauthorized), "an anonymous request")
 
+		// Two ServiceAccounts, one bound to strata-metrics-reader: the
+		// controller caches a refusal for a while, so the same account is
+		// not asked before and after its binding.
 		ns := newNamespace(ctx)
-		_, err = clientset.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "scraper"}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		tok, err := clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "scraper", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		token := tok.Status.Token
-		code, _, err = get(token)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(code).To(Equal(http.StatusForbidden), "a ServiceAccount not bound to strata-metrics-reader")
-
+		tokens := map[string]string{}
+		for _, name := range []string{"scraper", "stranger"} {
+			_, err = clientset.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			tok, err := clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			tokens[name] = tok.Status.Token
+		}
 		binding, err := clientset.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-metrics-reader-"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "strata-metrics-reader"},
@@ -122,10 +125,23 @@ var _ = Describe("Strata installed from config/default", func() {
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(clientset.RbacV1().ClusterRoleBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{})).To(Succeed())
 		})
-		// The controller caches a refusal for a while (and RBAC loads in
-		// the background): ask until it is let through.
+
+		code, _, err = get(tokens["stranger"])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(code).To(Equal(http.StatusForbidden), "a ServiceAccount not bound to strata-metrics-reader")
+		// RBAC loads the new binding in the background, and the
+		// controller would cache a refusal: ask it once RBAC answers yes.
 		Eventually(func(g Gomega) {
-			code, body, err := get(token)
+			sar, err := clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:                  "system:serviceaccount:" + ns + ":scraper",
+				Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+				NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
+			}}, metav1.CreateOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(sar.Status.Allowed).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+		Eventually(func(g Gomega) {
+			code, body, err := get(tokens["scraper"])
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(code).To(Equal(http.StatusOK))
 			g.Expect(body).To(ContainSubstring("controller_runtime_reconcile_total"))
