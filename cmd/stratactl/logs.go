@@ -192,5 +192,3 @@ func orDashStr(s string) string {
 	}
 	return s
 }
-
-
