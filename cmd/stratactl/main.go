@@ -29,6 +29,8 @@ func main() {
 	root.AddCommand(newRenderCommand())
 	root.AddCommand(newStatusCommand())
 	root.AddCommand(newLogsCommand())
+	root.AddCommand(newApproveCommand())
+	root.AddCommand(newRejectCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "stratactl:", err)
 		os.Exit(1)
