@@ -43,6 +43,12 @@ func options(ctx context.Context, kc authn.Keychain) []remote.Option {
 	}
 }
 
+// Options are the options of every call of this package, for packages
+// that make registry calls of their own with the same bounds (referrers).
+func Options(ctx context.Context, kc authn.Keychain) []remote.Option {
+	return options(ctx, kc)
+}
+
 // ParseReference parses an image reference, honouring the insecure list.
 func (c Client) ParseReference(ref string) (name.Reference, error) {
 	var opts []name.Option

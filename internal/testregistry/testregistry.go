@@ -1,7 +1,13 @@
-// Package testregistry runs a real distribution registry on a free
-// loopback port for a test, optionally behind a password, and stops it and
-// removes its storage when the test ends, passed or not. The binary is the
-// one hack/setup-infra.sh builds into .infra/bin.
+// Package testregistry runs a registry on a free loopback port for a
+// test, optionally behind a password, and stops it and removes its storage
+// when the test ends, passed or not.
+//
+// Start runs distribution (the binary hack/setup-infra.sh builds into
+// .infra/bin), the registry of the test cluster: it does not serve the OCI
+// 1.1 referrers API, so clients list referrers through the referrers tag
+// schema (a sha256-<hex> tag). StartReferrers runs go-containerregistry's
+// registry in the test's process, which serves the referrers API and keeps
+// everything in memory.
 package testregistry
 
 import (
@@ -30,6 +36,9 @@ type Registry struct {
 	Host string
 	// User and Password are set when the registry requires a login.
 	User, Password string
+	// Referrers is true when the registry serves the referrers API
+	// (/v2/<name>/referrers/<digest>).
+	Referrers bool
 }
 
 // Auth is the registry's credentials for go-containerregistry.
