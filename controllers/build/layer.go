@@ -70,6 +70,7 @@ func (r *Reconciler) runConfigLayer(ctx context.Context, s *scope, in *inputs, b
 		Platform:     platform(r.Config.Arch),
 		Layer:        layer,
 		Labels:       in.result.Labels,
+		Annotations:  in.result.Annotations,
 		CreatedBy:    "strata: configuration of " + in.rendered.Name,
 		Target:       b.Spec.RenderedImagePushSpec,
 		PushKeychain: s.pushKC,
