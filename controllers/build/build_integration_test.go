@@ -99,8 +99,15 @@ type fixture struct {
 
 func newFixture(t *testing.T, name string) *fixture {
 	t.Helper()
+	return newFixtureOn(t, name, testregistry.Start)
+}
+
+// newFixtureOn is newFixture on the registry start starts
+// (testregistry.Start or StartReferrers).
+func newFixtureOn(t *testing.T, name string, start func(testing.TB, string) *testregistry.Registry) *fixture {
+	t.Helper()
 	f := &fixture{t: t, name: name, password: "pw-" + name}
-	f.reg = testregistry.Start(t, f.password)
+	f.reg = start(t, f.password)
 	f.base = f.push("strata/base:1")
 	for _, secret := range []string{name + "-push", name + "-pull"} {
 		s := &corev1.Secret{
