@@ -28,6 +28,7 @@ func main() {
 	})
 	root.AddCommand(newRenderCommand())
 	root.AddCommand(newStatusCommand())
+	root.AddCommand(newInspectCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "stratactl:", err)
 		os.Exit(1)
