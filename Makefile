@@ -86,7 +86,7 @@ cluster-infra: ## Build and install the cluster's binaries (Kubernetes, containe
 	hack/setup-infra.sh cluster
 
 .PHONY: images
-images: cluster-infra ## Build the local images (pause, busybox, os-base, debian, builder) into the registry.
+images: cluster-infra ## Build the local images (test images; strata-controller, strata-daemon from the working tree) into the registry.
 	hack/cluster/images.sh
 
 .PHONY: cluster-up
@@ -96,6 +96,10 @@ cluster-up: cluster-infra ## Start the test cluster (idempotent); kubeconfig in 
 .PHONY: cluster-down
 cluster-down: ## Stop the test cluster and undo its host changes (idempotent).
 	hack/cluster/down.sh
+
+.PHONY: deploy
+deploy: cluster-infra ## Install Strata (config/testcluster, images from the working tree) on the running test cluster.
+	hack/cluster/deploy.sh
 
 .PHONY: test-e2e
 test-e2e: cluster-infra ## Run the e2e suite on the test cluster, then tear it down (always).

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -25,47 +25,42 @@ const registry = "127.0.0.1:5000"
 
 var (
 	clientset *kubernetes.Clientset
+	adminCfg  *rest.Config
 	nodeName  string
 )
+
+// restConfig is the test cluster's admin configuration.
+func restConfig() *rest.Config { return rest.CopyConfig(adminCfg) }
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Strata e2e suite")
 }
 
-var _ = BeforeSuite(func() {
+var _ = BeforeSuite(func(ctx SpecContext) {
 	kubeconfig := os.Getenv("KUBECONFIG")
 	if kubeconfig == "" {
 		// go test runs in the package directory.
 		kubeconfig = filepath.Join("..", ".infra", "cluster", "kubeconfig")
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	var err error
+	adminCfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
 	Expect(err).NotTo(HaveOccurred(), "no test cluster? run make cluster-up (kubeconfig %s)", kubeconfig)
-	clientset, err = kubernetes.NewForConfig(cfg)
+	clientset, err = kubernetes.NewForConfig(adminCfg)
 	Expect(err).NotTo(HaveOccurred())
 	nodeName, err = os.Hostname()
 	Expect(err).NotTo(HaveOccurred())
+
+	// hack/cluster/e2e.sh installs Strata (deploy.sh) before the suite.
+	dep, err := clientset.AppsV1().Deployments(strataNS).Get(ctx, "strata-controller", metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred(), "Strata is not installed: run hack/cluster/deploy.sh (make deploy; make test-e2e does)")
+	Expect(dep.Status.AvailableReplicas).To(BeNumerically(">=", 1), "strata-controller is not available: see hack/cluster/deploy.sh")
 })
 
-var (
-	suiteDirOnce sync.Once
-	suiteDirPath string
-)
-
-// suiteDir is a directory that lives as long as the suite, for what every
-// spec shares (binaries built once).
-func suiteDir() string {
-	suiteDirOnce.Do(func() {
-		var err error
-		suiteDirPath, err = os.MkdirTemp("", "strata-e2e-")
-		Expect(err).NotTo(HaveOccurred())
-	})
-	return suiteDirPath
-}
-
-var _ = AfterSuite(func() {
-	if suiteDirPath != "" {
-		Expect(os.RemoveAll(suiteDirPath)).To(Succeed())
+// A failed spec shows what the controller and the daemon said.
+var _ = AfterEach(func(ctx SpecContext) {
+	if CurrentSpecReport().Failed() {
+		dumpStrataLogs(ctx)
 	}
 })
 

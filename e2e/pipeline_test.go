@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -22,29 +21,27 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
 )
 
-// The build pipeline end to end: the real strata-controller binary renders
-// a pool, builds its image in a Job with the builder image on the test
-// cluster, and pushes it to the local registry.
+// The build pipeline end to end: strata-controller, installed as its
+// Deployment (hack/cluster/deploy.sh), renders a pool, builds its image
+// in a Job with the builder image on the test cluster, and pushes it to
+// the local registry.
 
 const strataNS = "strata-system"
 
 var _ = Describe("The build pipeline", Ordered, func() {
 	var (
-		c          client.Client
-		controller *controllerProcess
-		mcCreated  time.Time
+		c         client.Client
+		mcCreated time.Time
 		// first is the first build; the inputs return to it twice.
 		first *v1alpha1.MachineOSBuild
 		// repo is this run's repository: the registry outlives a cluster,
@@ -59,9 +56,6 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		}
 		c = newClient(kubeconfig)
 
-		By("installing the CRDs")
-		installCRDs(ctx, c)
-		Expect(client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: strataNS}}))).To(Succeed())
 		// The local registry takes any credentials; the Secret is there
 		// because a push secret is required.
 		secret := &corev1.Secret{
@@ -71,11 +65,8 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		}
 		Expect(client.IgnoreAlreadyExists(c.Create(ctx, secret))).To(Succeed())
 
-		By("starting strata-controller")
-		controller = startController(kubeconfig)
-		DeferCleanup(func() { controller.stop() })
-		// Runs before the controller stops (cleanups run last in, first
-		// out): the MachineOSConfig's finalizer needs the controller.
+		// The MachineOSConfig's finalizer needs the controller, which
+		// runs on.
 		DeferCleanup(func(ctx SpecContext) {
 			for _, obj := range []client.Object{
 				&v1alpha1.MachineOSConfig{ObjectMeta: metav1.ObjectMeta{Name: "e2e"}},
@@ -181,7 +172,7 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		waitCurrent(ctx, c, first)
 	})
 
-	It("adopts the running Job after the controller is killed mid-build", SpecTimeout(10*time.Minute), func(ctx SpecContext) {
+	It("adopts the running Job after the controller's pod is deleted mid-build", SpecTimeout(10*time.Minute), func(ctx SpecContext) {
 		previous := first.Name
 		update(ctx, c, &v1alpha1.MachineConfig{ObjectMeta: metav1.ObjectMeta{Name: "50-e2e"}}, func(mc *v1alpha1.MachineConfig) {
 			mc.Spec = machineConfig("changed while the controller dies").Spec
@@ -189,9 +180,8 @@ var _ = Describe("The build pipeline", Ordered, func() {
 
 		build := waitBuild(ctx, c, previous)
 		waitJob(ctx, build.Name)
-		By("killing the controller while the build runs")
-		controller.kill()
-		controller = startController(controller.kubeconfig)
+		By("deleting the controller's pod while the build runs")
+		restartController(ctx)
 
 		build = waitBuildCondition(ctx, c, build.Name, v1alpha1.BuildSucceeded)
 		var jobs []string
@@ -371,35 +361,6 @@ func machineConfig(content string) *v1alpha1.MachineConfig {
 	}
 }
 
-func installCRDs(ctx context.Context, c client.Client) {
-	paths, err := filepath.Glob(filepath.Join("..", "config", "crd", "bases", "*.yaml"))
-	Expect(err).NotTo(HaveOccurred())
-	Expect(paths).To(HaveLen(4))
-	for _, p := range paths {
-		raw, err := os.ReadFile(p)
-		Expect(err).NotTo(HaveOccurred())
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		Expect(yaml.Unmarshal(raw, crd)).To(Succeed())
-		if err := c.Create(ctx, crd); apierrors.IsAlreadyExists(err) {
-			existing := &apiextensionsv1.CustomResourceDefinition{}
-			Expect(c.Get(ctx, client.ObjectKeyFromObject(crd), existing)).To(Succeed())
-			crd.ResourceVersion = existing.ResourceVersion
-			Expect(c.Update(ctx, crd)).To(Succeed())
-		} else {
-			Expect(err).NotTo(HaveOccurred())
-		}
-		Eventually(func(g Gomega) {
-			got := &apiextensionsv1.CustomResourceDefinition{}
-			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(crd), got)).To(Succeed())
-			var established bool
-			for _, cond := range got.Status.Conditions {
-				established = established || (cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue)
-			}
-			g.Expect(established).To(BeTrue())
-		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-	}
-}
-
 // waitCurrent waits until the MachineOSConfig's build is b and its image
 // current.
 func waitCurrent(ctx context.Context, c client.Client, b *v1alpha1.MachineOSBuild) {
@@ -472,58 +433,4 @@ func imageContent(ctx context.Context, ref string) (map[string]string, map[strin
 	}
 	Expect(json.Unmarshal([]byte(raw), &cfg)).To(Succeed())
 	return files, cfg.Config.Labels
-}
-
-// controllerProcess is a strata-controller binary run against the test
-// cluster, as an operator would run it.
-type controllerProcess struct {
-	cmd        *exec.Cmd
-	kubeconfig string
-	done       chan struct{}
-}
-
-var controllerBinary string
-
-func startController(kubeconfig string) *controllerProcess {
-	if controllerBinary == "" {
-		// Built once for the whole suite: a spec's TempDir is removed when
-		// its container ends, and later containers start the binary too.
-		controllerBinary = filepath.Join(suiteDir(), "strata-controller")
-		out, err := exec.Command("go", "build", "-o", controllerBinary, "../cmd/strata-controller").CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "%s", out)
-	}
-	cfg := map[string]any{"build": map[string]any{
-		"builderImage":       registry + "/strata/builder:latest",
-		"namespace":          strataNS,
-		"backoffLimit":       0,
-		"insecureRegistries": []string{registry},
-		"placement":          map[string]any{"hostNetwork": true},
-	}}
-	raw, err := yaml.Marshal(cfg)
-	Expect(err).NotTo(HaveOccurred())
-	cfgPath := filepath.Join(GinkgoT().TempDir(), "config.yaml")
-	Expect(os.WriteFile(cfgPath, raw, 0o600)).To(Succeed())
-
-	cmd := exec.Command(controllerBinary, "--config", cfgPath, "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
-	Expect(cmd.Start()).To(Succeed())
-	p := &controllerProcess{cmd: cmd, kubeconfig: kubeconfig, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	return p
-}
-
-// kill is a crash: SIGKILL, no cleanup.
-func (p *controllerProcess) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-func (p *controllerProcess) stop() {
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.kill()
-	}
 }

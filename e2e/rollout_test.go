@@ -35,9 +35,9 @@ import (
 	"github.com/strata-dev/strata/internal/testenv"
 )
 
-// The rollout end to end: the real strata-controller builds a layered
-// pool's image on the test cluster and rolls it out to three simulated
-// nodes, each with its own strata-daemon process and bootc simulator (a
+// The rollout end to end: strata-controller, installed as its Deployment
+// (hack/cluster/deploy.sh), builds a layered pool's image on the test
+// cluster and rolls it out to three simulated nodes, each with its own strata-daemon process and bootc simulator (a
 // real ostree sysroot), kept Ready by kwok, which also runs the pods bound
 // to them, so drains and budgets are real.
 
@@ -51,7 +51,6 @@ var _ = Describe("The rollout", Ordered, func() {
 	var (
 		c          client.Client
 		kubeconfig string
-		controller *controllerProcess
 		sims       *simnode.Cluster
 		nodes      []string
 		original   string
@@ -64,8 +63,6 @@ var _ = Describe("The rollout", Ordered, func() {
 			kubeconfig = filepath.Join("..", ".infra", "cluster", "kubeconfig")
 		}
 		c = newClient(kubeconfig)
-		installCRDs(ctx, c)
-		Expect(client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: strataNS}}))).To(Succeed())
 		// The local registry takes any credentials: the Secrets prove that
 		// the push and pull secrets reach the builder and the nodes.
 		for _, name := range []string{"e2e-push", "e2e-pull"} {
@@ -99,9 +96,6 @@ var _ = Describe("The rollout", Ordered, func() {
 		nodes, err = sims.AddNodes(ctx, 3, map[string]string{"e2e-rollout": "true"})
 		Expect(err).NotTo(HaveOccurred())
 
-		By("starting strata-controller")
-		controller = startController(kubeconfig)
-		DeferCleanup(func() { controller.stop() })
 		DeferCleanup(func(ctx SpecContext) {
 			for _, obj := range []client.Object{
 				&v1alpha1.MachineOSConfig{ObjectMeta: metav1.ObjectMeta{Name: rolloutMOSC}},
@@ -168,6 +162,13 @@ var _ = Describe("The rollout", Ordered, func() {
 		}
 		watcher.report("first rollout")
 		waitPoolCondition(ctx, c, v1alpha1.PoolUpdated, metav1.ConditionTrue)
+
+		By("finding no daemon pod on the simulated nodes, whose daemons are the harness's")
+		daemons, err := clientset.CoreV1().Pods(strataNS).List(ctx, metav1.ListOptions{LabelSelector: daemonSelector})
+		Expect(err).NotTo(HaveOccurred())
+		for _, p := range daemons.Items {
+			Expect(p.Spec.NodeName).To(Equal(nodeName), "daemon pod %s", p.Name)
+		}
 	})
 
 	It("rolls a second change out two at a time, held by a PodDisruptionBudget until it is relaxed", SpecTimeout(12*time.Minute), func(ctx SpecContext) {
@@ -225,9 +226,8 @@ var _ = Describe("The rollout", Ordered, func() {
 			pdb.Spec.MinAvailable = ptr.To(intstr.FromInt32(0))
 		})
 
-		By("killing the controller mid-rollout and starting it again")
-		controller.kill()
-		controller = startController(kubeconfig)
+		By("deleting the controller's pod mid-rollout")
+		restartController(ctx)
 
 		waitNodesOn(ctx, c, nodes, image)
 		Expect(watcher.max()).To(BeNumerically("<=", 2), "more nodes unavailable at once than maxUnavailable 2: %s", watcher)

@@ -3,11 +3,15 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	goflag "flag"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
@@ -30,6 +35,8 @@ const namespace = "strata-system"
 
 type options struct {
 	metricsAddr     string
+	secureMetrics   bool
+	enableHTTP2     bool
 	probeAddr       string
 	leaderElect     bool
 	renderedHistory int
@@ -60,7 +67,9 @@ them when their daemons ask).`,
 		RunE:          func(*cobra.Command, []string) error { return run(o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address the Prometheus metrics endpoint binds to (:8443 for HTTPS, :8080 for HTTP); 0 disables it")
+	f.BoolVar(&o.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS, only to clients the API server authenticates and authorizes for GET /metrics; false serves plain HTTP to anyone")
+	f.BoolVar(&o.enableHTTP2, "enable-http2", false, "allow HTTP/2 on the metrics server (off: HTTP/2 Stream Cancellation and Rapid Reset, CVE-2023-44487 and CVE-2023-39325)")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles at a time")
 	f.IntVar(&o.renderedHistory, "rendered-config-history", render.DefaultHistory, "unused rendered MachineConfigs kept per pool")
@@ -78,19 +87,29 @@ them when their daemons ask).`,
 	}
 }
 
+// loadConfig reads the --config file; no file is an empty configuration.
+func loadConfig(path string) (fileConfig, error) {
+	var fc fileConfig
+	if path == "" {
+		return fc, nil
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fc, fmt.Errorf("read --config: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(raw, &fc); err != nil {
+		return fc, fmt.Errorf("--config %s: %w", path, err)
+	}
+	return fc, nil
+}
+
 func run(o options) error {
 	if o.renderedHistory < 1 {
 		return errors.New("--rendered-config-history must be at least 1")
 	}
-	var fc fileConfig
-	if o.configFile != "" {
-		raw, err := os.ReadFile(o.configFile)
-		if err != nil {
-			return fmt.Errorf("read --config: %w", err)
-		}
-		if err := yaml.UnmarshalStrict(raw, &fc); err != nil {
-			return fmt.Errorf("--config %s: %w", o.configFile, err)
-		}
+	fc, err := loadConfig(o.configFile)
+	if err != nil {
+		return err
 	}
 	if fc.Build.Namespace == "" {
 		fc.Build.Namespace = namespace
@@ -108,12 +127,16 @@ func run(o options) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme.New(),
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "strata-controller.machineconfiguration.strata.dev",
 		LeaderElectionNamespace: namespace,
-		Cache:                   cache.Options{ByObject: cacheByObject(fc.Build.Namespace)},
+		// run returns as soon as the manager stops, so giving the lease
+		// up at once is safe, and a replacement pod (a rollout, a drain)
+		// takes over without waiting for it to expire.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cache.Options{ByObject: cacheByObject(fc.Build.Namespace)},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -152,11 +175,46 @@ func run(o options) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("informers", cacheSynced(mgr.GetCache())); err != nil {
 		return err
 	}
 	log.Info("Starting", "version", version.Version, "buildNamespace", fc.Build.Namespace, "builds", fc.Build.BuilderImage != "")
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// metricsOptions serves metrics as the kubebuilder scaffold does: over
+// HTTPS with a self-signed certificate, to clients whose bearer token the
+// API server accepts (TokenReview) and who may GET /metrics
+// (SubjectAccessReview), with HTTP/2 off unless asked for.
+func metricsOptions(o options) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics}
+	if o.secureMetrics {
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	if !o.enableHTTP2 {
+		m.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+	}
+	return m
+}
+
+// cacheSyncTimeout bounds how long one readiness probe waits for the
+// informers; a probe that has to wait longer fails and is asked again.
+const cacheSyncTimeout = 200 * time.Millisecond
+
+// cacheSynced is the readiness check: it fails until the manager's cache
+// has started and every informer in it has listed its objects, so that a
+// replica is Ready only once it can act on the whole state of the
+// cluster (a replica that cannot list what it watches, for want of RBAC
+// or a CRD, never becomes Ready).
+func cacheSynced(c cache.Cache) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), cacheSyncTimeout)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("the informer caches have not synced yet")
+		}
+		return nil
+	}
 }
 
 // cacheByObject merges the controllers' cache settings: the build

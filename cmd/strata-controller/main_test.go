@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,10 +16,15 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/testenv"
@@ -138,5 +145,75 @@ func TestControllerNeedsBuilderImage(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || !strings.Contains(string(out), "build.builderImage") {
 		t.Errorf("strata-controller without a builder image: %v, output %q; want a non-zero exit naming build.builderImage", err, out)
+	}
+}
+
+// TestReadinessWaitsForTheCaches: the readiness check fails while the
+// cache has not started, and while an informer cannot list what it
+// watches (here for want of RBAC), and passes once it has.
+func TestReadinessWaitsForTheCaches(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	const user = "strata-readiness-test"
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := cache.New(cfg, cache.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := cacheSynced(c)
+	probe := func() error { return check(httptest.NewRequest(http.MethodGet, "/readyz", nil)) }
+	if err := probe(); err == nil {
+		t.Fatal("ready before the cache started")
+	}
+	if _, err := c.GetInformer(ctx, &corev1.Node{}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	// The user may not list Nodes: however long the informer tries, the
+	// check must keep failing.
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		if err := probe(); err == nil {
+			t.Fatal("ready while the Node informer cannot list Nodes")
+		} else if !strings.Contains(err.Error(), "not synced") {
+			t.Fatalf("readiness error %q does not say what it waits for", err)
+		}
+	}
+
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"}}},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The reflector retries with a backoff of up to 30 s.
+	testenv.Eventually(t, time.Minute, "ready once Nodes can be listed", probe)
+}
+
+// TestShippedConfigs: the configuration files the manifests mount parse
+// strictly (a misspelt field would stop the controller at start) and
+// name a builder image.
+func TestShippedConfigs(t *testing.T) {
+	for _, p := range []string{
+		"../../config/manager/controller-config.yaml",
+		"../../config/testcluster/controller-config.yaml",
+	} {
+		fc, err := loadConfig(p)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if fc.Build.BuilderImage == "" || fc.Build.Namespace != "strata-system" {
+			t.Errorf("%s: builderImage %q, namespace %q; want a builder image and strata-system", p, fc.Build.BuilderImage, fc.Build.Namespace)
+		}
 	}
 }

@@ -182,9 +182,14 @@ func (r *DrainReconciler) attempt() time.Duration {
 	return r.Attempt
 }
 
+// helper is the drain library set up for one attempt. Its calls are not
+// cancelled when the controller shuts down: an eviction cut off in flight
+// can be recorded in the budget's disruptedPods without the pod being
+// deleted (see refusedAtOnce), and the attempt's Timeout bounds it anyway,
+// well within the manager's graceful shutdown.
 func (r *DrainReconciler) helper(ctx context.Context) *drain.Helper {
 	return &drain.Helper{
-		Ctx:                 ctx,
+		Ctx:                 context.WithoutCancel(ctx),
 		Client:              r.Kube,
 		Force:               true, // pods without a controller are deleted, as MCO does
 		IgnoreAllDaemonSets: true,

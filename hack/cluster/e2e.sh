@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e.sh is `make test-e2e`: it starts the test cluster (unless it is up),
-# runs the e2e suite against it and always tears it down again, also when
-# a spec fails or the run is interrupted. STRATA_E2E_KEEP_CLUSTER=1 keeps
+# installs Strata on it from config/default through config/testcluster
+# (deploy.sh), runs the e2e suite against it and always tears it down
+# again, also when a spec fails or the run is interrupted. STRATA_E2E_KEEP_CLUSTER=1 keeps
 # the cluster up afterwards for debugging (make cluster-down stops it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,6 +38,7 @@ if ! wait "$compile"; then
 	die "the e2e suite does not compile"
 fi
 compile=""
+"$here/deploy.sh"
 
 log "running the e2e suite"
 flags=(-ginkgo.v)

@@ -11,6 +11,23 @@
 #   strata/builder   images/builder/Containerfile (Debian + buildah), built
 #                    with the host's buildah
 #
+# and Strata's own, from the working tree (static binaries, CGO_ENABLED=0
+# -trimpath, version from git describe as in the Makefile):
+#
+#   strata/strata-controller   the controller on an empty base: the binary,
+#                    /etc/passwd with the nonroot user 65532 it runs as,
+#                    and the host's CA bundle for the registries it talks to
+#   strata/strata-daemon       the daemon on strata/busybox (by digest),
+#                    whose nsenter runs bootc and the reboot on the host
+#   strata/daemon-sim-base     images/daemon-sim/Containerfile: Debian with
+#                    ostree and chattr, for the bootc simulator
+#   strata/strata-daemon-sim   the daemon and bootc-sim on daemon-sim-base
+#                    (by digest): the test cluster's real node is no bootc
+#                    host (config/testcluster)
+#
+# Usage: images.sh [all|test]; "test" builds only the test cluster's own
+# images (up.sh), "all" (the default, make images) Strata's too.
+#
 # Each image is rebuilt only when the hash of its inputs changed or the
 # registry no longer has it (stamps in .infra/images/NAME.stamp; the
 # registry's storage is .infra/registry), so a warm run takes a second.
@@ -19,6 +36,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"
+
+what=${1:-all}
+[[ $what == all || $what == test ]] || die "usage: images.sh [all|test]"
 
 DEBIAN_SUITE=bookworm
 DEBIAN_MIRROR=${STRATA_DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -61,12 +81,40 @@ stamp() { printf '%s %s\n' "$2" "$(crane digest "$REGISTRY/strata/$1:latest")" >
 
 # push_rootfs NAME DIR [crane mutate flags]: DIR as a one-layer image.
 push_rootfs() {
-	local name=$1 dir=$2 ref=$REGISTRY/strata/$1:latest
+	local name=$1 dir=$2
 	shift 2
+	push_layer "$name" "" "$dir" "$@"
+}
+
+# push_layer NAME BASE DIR [crane mutate flags]: DIR as a layer on BASE
+# (a reference by digest; empty: no base).
+push_layer() {
+	local name=$1 base=$2 dir=$3 ref=$REGISTRY/strata/$1:latest
+	shift 3
+	local from=(--oci-empty-base)
+	[[ -n $base ]] && from=(--base "$base")
 	tar -C "$dir" --numeric-owner --sort=name --mtime=@0 -cf "$work/tmp/$name.tar" .
-	crane append --oci-empty-base -f "$work/tmp/$name.tar" -t "$ref" >>"$logs/images.log" 2>&1
+	crane append "${from[@]}" -f "$work/tmp/$name.tar" -t "$ref" >>"$logs/images.log" 2>&1
 	crane mutate "$ref" --set-platform linux/amd64 "$@" -t "$ref" >>"$logs/images.log" 2>&1
 	rm -f "$work/tmp/$name.tar"
+}
+
+# digest_ref NAME: strata/NAME:latest in the registry, by digest.
+digest_ref() { printf '%s/strata/%s@%s' "$REGISTRY" "$1" "$(crane digest "$REGISTRY/strata/$1:latest")"; }
+
+# buildah_bud NAME BASE: images/NAME/Containerfile built FROM BASE with the
+# host's buildah (its state under $work, chroot isolation), pushed as
+# strata/IMAGE:latest.
+buildah_bud() {
+	local name=$1 base=$2 image=${3:-$1}
+	local ba=(buildah --root "$work/buildah/root" --runroot "$work/buildah/runroot" --storage-driver vfs)
+	if ! "${ba[@]}" bud --isolation chroot --network host --tls-verify=false --timestamp 0 --build-arg "BASE=$base" \
+		-f "$root/images/$name/Containerfile" -t "$REGISTRY/strata/$image:latest" \
+		"$root/images/$name" >"$work/tmp/$image.log" 2>&1; then
+		tail -30 "$work/tmp/$image.log" >&2
+		die "building strata/$image failed"
+	fi
+	"${ba[@]}" push --tls-verify=false "$REGISTRY/strata/$image:latest" >/dev/null 2>&1
 }
 
 # busybox_rootfs DIR: a merged-/usr busybox system.
@@ -142,18 +190,74 @@ fi
 crane tag "$REGISTRY/strata/debian:latest" "$DEBIAN_SUITE" >>"$logs/images.log" 2>&1
 
 # --- builder
-base=$REGISTRY/strata/debian@$(crane digest "$REGISTRY/strata/debian:latest")
+base=$(digest_ref debian)
 h=$( (cat "$root/images/builder/Containerfile" && echo "$base builder-v1") | hash)
 if ! fresh builder "$h"; then
 	log "building image strata/builder (buildah, from $base)"
-	ba=(buildah --root "$work/buildah/root" --runroot "$work/buildah/runroot" --storage-driver vfs)
-	if ! "${ba[@]}" bud --isolation chroot --network host --tls-verify=false --timestamp 0 --build-arg "BASE=$base" \
-		-f "$root/images/builder/Containerfile" -t "$REGISTRY/strata/builder:latest" \
-		"$root/images/builder" >"$work/tmp/builder.log" 2>&1; then
-		tail -30 "$work/tmp/builder.log" >&2
-		die "building strata/builder failed"
-	fi
-	"${ba[@]}" push --tls-verify=false "$REGISTRY/strata/builder:latest" >/dev/null 2>&1
+	buildah_bud builder "$base"
 	stamp builder "$h"
 fi
-log "images ready in $REGISTRY: pause busybox os-base debian builder"
+if [[ $what == test ]]; then
+	log "images ready in $REGISTRY: pause busybox os-base debian builder"
+	exit 0
+fi
+
+# --- Strata's images, from the working tree
+# The inputs of the binaries: every Go file that is not a test's (tracked
+# or not, unless ignored) outside e2e/ and hack/, go.mod, go.sum, the Go
+# toolchain and the version the binaries carry.
+version=$(cd "$root" && git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+src=$( (cd "$root" && go version && echo "$version" && sha256sum go.mod go.sum &&
+	git ls-files -z -co --exclude-standard -- '*.go' ':!:*_test.go' ':!:e2e/' ':!:hack/' |
+	sort -z | xargs -0 sha256sum) | hash)
+# gobuild DIR PACKAGE...: static binaries of the packages into DIR.
+gobuild() {
+	local dir=$1
+	shift
+	mkdir -p "$dir"
+	(cd "$root" && CGO_ENABLED=0 go build -trimpath \
+		-ldflags "-s -w -X github.com/strata-dev/strata/internal/version.Version=$version" -o "$dir/" "$@")
+}
+
+h=$( (echo "$src" && sha256sum /etc/ssl/certs/ca-certificates.crt && echo strata-controller-v1) | hash)
+if ! fresh strata-controller "$h"; then
+	log "building image strata/strata-controller ($version)"
+	d=$work/rootfs/strata-controller
+	gobuild "$d/usr/local/bin" ./cmd/strata-controller
+	mkdir -p "$d/etc/ssl/certs" "$d/tmp"
+	chmod 1777 "$d/tmp"
+	printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$d/etc/passwd"
+	printf 'root:x:0:\nnonroot:x:65532:\n' >"$d/etc/group"
+	cp /etc/ssl/certs/ca-certificates.crt "$d/etc/ssl/certs/"
+	push_rootfs strata-controller "$d" --entrypoint /usr/local/bin/strata-controller --user 65532:65532
+	stamp strata-controller "$h"
+fi
+
+base=$(digest_ref busybox)
+h=$( (echo "$src $base" && echo strata-daemon-v1) | hash)
+if ! fresh strata-daemon "$h"; then
+	log "building image strata/strata-daemon ($version, on $base)"
+	/bin/busybox --list | grep -qx nsenter || die "/bin/busybox has no nsenter applet; the daemon runs bootc and the reboot through it"
+	d=$work/rootfs/strata-daemon
+	gobuild "$d/usr/local/bin" ./cmd/strata-daemon
+	push_layer strata-daemon "$base" "$d" --entrypoint /usr/local/bin/strata-daemon --cmd ''
+	stamp strata-daemon "$h"
+fi
+
+base=$(digest_ref debian)
+h=$( (cat "$root/images/daemon-sim/Containerfile" && echo "$base daemon-sim-base-v1") | hash)
+if ! fresh daemon-sim-base "$h"; then
+	log "building image strata/daemon-sim-base (buildah, from $base)"
+	buildah_bud daemon-sim "$base" daemon-sim-base
+	stamp daemon-sim-base "$h"
+fi
+base=$(digest_ref daemon-sim-base)
+h=$( (echo "$src $base" && echo strata-daemon-sim-v1) | hash)
+if ! fresh strata-daemon-sim "$h"; then
+	log "building image strata/strata-daemon-sim ($version, on $base)"
+	d=$work/rootfs/strata-daemon-sim
+	gobuild "$d/usr/local/bin" ./cmd/strata-daemon ./internal/bootcsim/bootc-sim
+	push_layer strata-daemon-sim "$base" "$d" --entrypoint /usr/local/bin/strata-daemon --cmd ''
+	stamp strata-daemon-sim "$h"
+fi
+log "images ready in $REGISTRY: pause busybox os-base debian builder strata-controller strata-daemon daemon-sim-base strata-daemon-sim"

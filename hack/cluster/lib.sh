@@ -18,7 +18,10 @@
 #                             KUBE-* and CNI-* chains not listed are removed
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-infra=${STRATA_INFRA:-$root/.infra}
+# By its real path: the kernel lists mounts (umount_under) and the kubelet
+# mounts hostPaths by it, also where .infra is a symlink (a git worktree
+# sharing another checkout's).
+infra=$(realpath -m "${STRATA_INFRA:-$root/.infra}")
 bin=$infra/bin
 state=$infra/cluster   # everything of one cluster run; removed by down.sh
 logs=$infra/cluster-logs # kept after down.sh for post-mortems; cleared by up.sh
@@ -172,11 +175,12 @@ EOF
 
 # unimmutable_deployments DIR: clear the immutable flag ostree sets on each
 # deployment directory (sysroot/ostree/deploy/OS/deploy/CHECKSUM.N) in the
-# simulated nodes' roots that e2e/simnode keeps in DIR/simnodes-*, so that
-# rm -rf can remove them.
+# simulated nodes' roots that e2e/simnode keeps in DIR/simnodes-*, and in
+# the real node's simulated root, DIR/realnode (deploy.sh), so that rm -rf
+# can remove them.
 unimmutable_deployments() {
 	local d
-	for d in "$1"/simnodes-*; do
+	for d in "$1"/simnodes-* "$1"/realnode; do
 		[[ -d $d ]] || continue
 		find "$d" -maxdepth 7 -type d -path '*/sysroot/ostree/deploy/*/deploy/*' -prune \
 			-exec chattr -i {} + 2>/dev/null

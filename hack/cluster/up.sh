@@ -3,9 +3,9 @@
 # e2e suite: the local registry (127.0.0.1:5000), etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, containerd + runc and the kubelet,
 # and kwok for the simulated nodes (e2e/simnode), with every file under
-# .infra/cluster. It builds the local images first
-# (images.sh), writes .infra/cluster/kubeconfig and returns once the node is
-# Ready and the default service account exists.
+# .infra/cluster. It builds the test images first (images.sh test;
+# Strata's own are deploy.sh's), writes .infra/cluster/kubeconfig and
+# returns once the node is Ready and the default service account exists.
 #
 # Host changes are journaled before they happen (see lib.sh) and undone by
 # down.sh, which also runs here when starting fails or is interrupted.
@@ -93,7 +93,7 @@ journal iptables "$state/iptables.before"
 
 # --- registry and images
 start_registry
-"$here/images.sh"
+"$here/images.sh" test
 
 # --- certificates and kubeconfigs (a throwaway CA per run)
 log "writing certificates"

@@ -1,0 +1,312 @@
+package sbom_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"sigs.k8s.io/yaml"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/sbom"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+const (
+	baseImage   = "registry.example.com/os/base@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	imageDigest = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+)
+
+// renderSample renders the worker sample MachineConfig as the build
+// controller would, with a directory, a link and a masked unit added.
+func renderSample(t *testing.T) (*v1alpha1.MachineConfigSpec, *containerfile.Result) {
+	t.Helper()
+	raw, err := os.ReadFile("../config/samples/machineconfiguration_v1alpha1_machineconfig.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mc v1alpha1.MachineConfig
+	if err := yaml.UnmarshalStrict(raw, &mc); err != nil {
+		t.Fatal(err)
+	}
+	var ign map[string]any
+	if err := json.Unmarshal(mc.Spec.Config.Raw, &ign); err != nil {
+		t.Fatal(err)
+	}
+	storage := ign["storage"].(map[string]any)
+	storage["directories"] = []any{map[string]any{"path": "/etc/strata", "mode": 0o750, "user": map[string]any{"id": 1000}}}
+	storage["links"] = []any{map[string]any{"path": "/etc/strata/current", "target": "/etc/chrony.d/strata.conf"}}
+	systemd := ign["systemd"].(map[string]any)
+	systemd["units"] = append(systemd["units"].([]any), map[string]any{"name": "debug-shell.service", "mask": true})
+	mc.Spec.Config.Raw, err = json.Marshal(ign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := containerfile.Render(containerfile.Input{
+		ConfigName: "rendered-worker-abc", Pool: "worker", Spec: &mc.Spec, BaseImage: baseImage, Arch: "amd64",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mc.Spec, res
+}
+
+func layerOf(t *testing.T, res *containerfile.Result) []byte {
+	t.Helper()
+	for _, f := range res.Context {
+		if f.Name == containerfile.RootfsName {
+			return f.Data
+		}
+	}
+	t.Fatal("the render has no configuration layer")
+	return nil
+}
+
+func sampleInput(t *testing.T) sbom.Input {
+	spec, res := renderSample(t)
+	return sbom.Input{
+		Image:          "registry.example.com/os/worker",
+		ImageDigest:    imageDigest,
+		BaseImage:      baseImage,
+		Pool:           "worker",
+		RenderedConfig: "rendered-worker-abc",
+		InputHash:      res.InputHash,
+		Layer:          layerOf(t, res),
+		Spec:           spec,
+	}
+}
+
+func TestGolden(t *testing.T) {
+	doc, err := sbom.Generate(sampleInput(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "worker.spdx.json")
+	if *update {
+		if err := os.WriteFile(golden, doc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(doc, want) {
+		t.Errorf("the SBOM differs from %s (go test ./sbom -update rewrites it):\n%s", golden, doc)
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	in := sampleInput(t)
+	a, err := sbom.Generate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second render of the same configuration, not the same bytes.
+	b, err := sbom.Generate(sampleInput(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatal("the same input gave two SBOMs")
+	}
+	in.ImageDigest = "sha256:" + strings.Repeat("3", 64)
+	c, err := sbom.Generate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(a, c) {
+		t.Fatal("another image gave the same SBOM")
+	}
+}
+
+// TestSchema validates the SBOM against SPDX 2.3's own JSON schema.
+func TestSchema(t *testing.T) {
+	doc, err := sbom.Generate(sampleInput(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate(t, "testdata/spdx-schema-2.3.json", doc)
+
+	// The schema is strict enough to catch a broken document.
+	var broken map[string]any
+	if err := json.Unmarshal(doc, &broken); err != nil {
+		t.Fatal(err)
+	}
+	broken["files"].([]any)[0].(map[string]any)["checksums"] = "none"
+	b, _ := json.Marshal(broken)
+	if err := validateErr("testdata/spdx-schema-2.3.json", b); err == nil {
+		t.Fatal("the schema accepted a file whose checksums are a string")
+	}
+}
+
+func validate(t *testing.T, schemaFile string, doc []byte) {
+	t.Helper()
+	if err := validateErr(schemaFile, doc); err != nil {
+		t.Fatalf("%s does not validate: %v\n%s", schemaFile, err, doc)
+	}
+}
+
+func validateErr(schemaFile string, doc []byte) error {
+	c := jsonschema.NewCompiler()
+	sch, err := c.Compile(schemaFile)
+	if err != nil {
+		return fmt.Errorf("compile: %w", err)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return err
+	}
+	return sch.Validate(v)
+}
+
+// TestEveryEntry: every entry of the configuration layer is in the SBOM
+// with its digest, mode and owner, and nothing else is.
+func TestEveryEntry(t *testing.T) {
+	in := sampleInput(t)
+	doc, err := sbom.Generate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := sbom.Read(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]sbom.File{}
+	for _, f := range d.Files {
+		got[f.Path] = f
+	}
+	tr := tar.NewReader(bytes.NewReader(in.Layer))
+	n := 0
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := path.Clean("/" + hdr.Name)
+		if p == "/" {
+			continue
+		}
+		n++
+		f, ok := got[p]
+		if !ok {
+			t.Errorf("%s is in the layer, not in the SBOM", p)
+			continue
+		}
+		if want := fmt.Sprintf("%04o", hdr.Mode&0o7777); f.Mode != want || f.UID != hdr.Uid || f.GID != hdr.Gid {
+			t.Errorf("%s: SBOM says mode %s owner %d:%d, the layer %s %d:%d", p, f.Mode, f.UID, f.GID, want, hdr.Uid, hdr.Gid)
+		}
+		switch hdr.Typeflag {
+		case tar.TypeReg:
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(data)
+			if f.Type != "file" || f.SHA256 != hex.EncodeToString(sum[:]) {
+				t.Errorf("%s: SBOM says %s sha256 %s, the layer has a file with sha256 %x", p, f.Type, f.SHA256, sum)
+			}
+		case tar.TypeDir:
+			if f.Type != "directory" {
+				t.Errorf("%s: SBOM says %s, the layer a directory", p, f.Type)
+			}
+		case tar.TypeSymlink:
+			if f.Type != "symlink" || f.Target != hdr.Linkname {
+				t.Errorf("%s: SBOM says %s to %q, the layer a symlink to %q", p, f.Type, f.Target, hdr.Linkname)
+			}
+		}
+	}
+	if n != len(d.Files) {
+		t.Errorf("the layer has %d entries, the SBOM %d files", n, len(d.Files))
+	}
+	for _, p := range []string{"/etc/chrony.d/strata.conf", "/etc/strata", "/etc/strata/current", "/usr/lib/bootc/kargs.d/10-strata.toml", "/etc/systemd/system/debug-shell.service"} {
+		if _, ok := got[p]; !ok {
+			t.Errorf("%s is not in the SBOM", p)
+		}
+	}
+	if dir := got["/etc/strata"]; dir.Mode != "0750" || dir.UID != 1000 {
+		t.Errorf("/etc/strata: SBOM says mode %s uid %d, want 0750 uid 1000", dir.Mode, dir.UID)
+	}
+
+	c := d.Configuration
+	if strings.Join(c.KernelArguments, " ") != "nosmt" {
+		t.Errorf("kernel arguments %q, want [nosmt]", c.KernelArguments)
+	}
+	units := map[string]containerfile.Unit{}
+	for _, u := range c.Units {
+		units[u.Name] = u
+	}
+	if u := units["strata-time-sync.service"]; !u.Enabled || !u.Contents {
+		t.Errorf("strata-time-sync.service: %+v, want enabled with contents", u)
+	}
+	if u := units["debug-shell.service"]; !u.Masked {
+		t.Errorf("debug-shell.service: %+v, want masked", u)
+	}
+	if d.Base != "registry.example.com/os/base" || d.BaseDigest != strings.TrimPrefix(baseImage, "registry.example.com/os/base@") {
+		t.Errorf("base %s %s", d.Base, d.BaseDigest)
+	}
+	if d.Image != in.Image || d.ImageDigest != in.ImageDigest || c.Pool != "worker" || c.InputHash != in.InputHash {
+		t.Errorf("image %s@%s pool %s hash %s", d.Image, d.ImageDigest, c.Pool, c.InputHash)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		edit  func(*sbom.Input)
+	}{
+		{"image", func(in *sbom.Input) { in.Image = "registry.example.com/os/worker:latest" }},
+		{"image", func(in *sbom.Input) { in.Image = "" }},
+		{"imageDigest", func(in *sbom.Input) { in.ImageDigest = "sha256:abc" }},
+		{"baseImage", func(in *sbom.Input) { in.BaseImage = "registry.example.com/os/base:latest" }},
+		{"pool", func(in *sbom.Input) { in.Pool = "" }},
+		{"renderedConfig", func(in *sbom.Input) { in.RenderedConfig = "" }},
+		{"inputHash", func(in *sbom.Input) { in.InputHash = "not hex" }},
+		{"layer", func(in *sbom.Input) {
+			in.Layer = []byte("not a tar archive, long enough to be read as a header block......")
+		}},
+	} {
+		in := sampleInput(t)
+		tc.edit(&in)
+		_, err := sbom.Generate(in)
+		if err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: error %v, want one naming %s", tc.field, err, tc.field)
+		}
+	}
+}
+
+// TestEmpty: a configuration without files still describes its image.
+func TestEmpty(t *testing.T) {
+	doc, err := sbom.Generate(sbom.Input{
+		Image: "registry.example.com/os/worker", ImageDigest: imageDigest, BaseImage: baseImage,
+		Pool: "worker", RenderedConfig: "rendered-worker-0", InputHash: "00",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate(t, "testdata/spdx-schema-2.3.json", doc)
+	d, err := sbom.Read(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Files) != 0 || d.Image != "registry.example.com/os/worker" {
+		t.Fatalf("%+v", d)
+	}
+}
