@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -73,10 +72,11 @@ type inspection struct {
 	Pool           string `json:"pool,omitempty"`
 	RenderedConfig string `json:"renderedConfig,omitempty"`
 	InputHash      string `json:"inputHash,omitempty"`
-	// Files and KernelArguments are what the configuration added, from
-	// the SBOM; absent without one.
-	Files           []sbomFile `json:"files,omitempty"`
-	KernelArguments []string   `json:"kernelArguments,omitempty"`
+	// Files, KernelArguments and Units are what the configuration added,
+	// from the SBOM; absent without one.
+	Files           []sbom.File          `json:"files,omitempty"`
+	KernelArguments []string             `json:"kernelArguments,omitempty"`
+	Units           []containerfile.Unit `json:"units,omitempty"`
 	// SBOM says whether an SBOM referrer was found; SBOMError why its
 	// content could not be read.
 	SBOM      bool   `json:"sbom"`
@@ -190,11 +190,14 @@ func inspectImage(ctx context.Context, rc registry.Client, kc authn.Keychain, im
 			return nil, err
 		}
 		in.SBOM = true
-		// Content another tool attached is shown as unreadable, with
+		// An SBOM another tool attached is reported as unreadable, with
 		// everything else.
-		if in.Files, in.KernelArguments, err = readSBOM(data); err != nil {
+		d, err := sbom.Read(data)
+		if err != nil {
 			in.SBOMError = fmt.Sprintf("SBOM %s: %v", r.Digest, err)
+			break
 		}
+		in.Files, in.KernelArguments, in.Units = d.Files, d.Configuration.KernelArguments, d.Configuration.Units
 		break
 	}
 	return in, nil
@@ -228,11 +231,19 @@ func printInspection(out io.Writer, in *inspection) error {
 	case in.SBOMError != "":
 		fmt.Fprintf(out, "\nThe files and kernel arguments Strata added are not known: %s\n", in.SBOMError)
 	default:
-		fmt.Fprintf(out, "\nFiles (%d, from the SBOM):\n", len(in.Files))
+		fmt.Fprintf(out, "\nFiles, directories and links (%d, from the SBOM):\n", len(in.Files))
 		if len(in.Files) > 0 {
 			fmt.Fprintln(w, "  TYPE\tMODE\tOWNER\tSHA256\tPATH")
 			for _, f := range in.Files {
-				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", dash(f.Type), dash(f.Mode), dash(f.Owner), dash(f.SHA256), f.Path)
+				p := f.Path
+				if f.Target != "" {
+					p += " -> " + f.Target
+				}
+				sum := f.SHA256
+				if f.Type == "directory" {
+					sum = "" // of nothing: SPDX wants one
+				}
+				fmt.Fprintf(w, "  %s\t%s\t%d:%d\t%s\t%s\n", dash(f.Type), dash(f.Mode), f.UID, f.GID, dash(sum), p)
 			}
 			if err := w.Flush(); err != nil {
 				return err
@@ -241,6 +252,10 @@ func printInspection(out io.Writer, in *inspection) error {
 		fmt.Fprintf(out, "\nKernel arguments (%d, from the SBOM):\n", len(in.KernelArguments))
 		for _, k := range in.KernelArguments {
 			fmt.Fprintf(out, "  %s\n", k)
+		}
+		fmt.Fprintf(out, "\nUnits (%d, from the SBOM):\n", len(in.Units))
+		for _, u := range in.Units {
+			fmt.Fprintf(out, "  %s: %s\n", u.Name, unitChanges(u))
 		}
 	}
 	fmt.Fprintf(out, "\nReferrers (%d):\n", len(in.Referrers))
@@ -267,43 +282,25 @@ func artifactName(t string) string {
 	return "-"
 }
 
-// sbomFile is a file, directory or link of the configuration as the SBOM
-// lists it.
-type sbomFile struct {
-	Path   string `json:"path"`
-	Type   string `json:"type,omitempty"`
-	SHA256 string `json:"sha256,omitempty"`
-	Mode   string `json:"mode,omitempty"`
-	Owner  string `json:"owner,omitempty"`
-}
-
-// readSBOM reads the files and kernel arguments of an SPDX 2.3 JSON SBOM.
-func readSBOM(data []byte) ([]sbomFile, []string, error) {
-	var doc struct {
-		SPDXVersion string `json:"spdxVersion"`
-		Files       []struct {
-			FileName  string `json:"fileName"`
-			Checksums []struct {
-				Algorithm string `json:"algorithm"`
-				Value     string `json:"checksumValue"`
-			} `json:"checksums"`
-		} `json:"files"`
+// unitChanges says what the configuration does to a unit.
+func unitChanges(u containerfile.Unit) string {
+	var what []string
+	switch {
+	case u.Masked:
+		what = append(what, "masked")
+	case u.Enabled:
+		what = append(what, "enabled")
+	case u.Disabled:
+		what = append(what, "disabled")
 	}
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, nil, fmt.Errorf("not SPDX JSON: %w", err)
+	if u.Contents {
+		what = append(what, "unit file")
 	}
-	if !strings.HasPrefix(doc.SPDXVersion, "SPDX-2.") {
-		return nil, nil, errors.New("not an SPDX 2 document")
+	if len(u.Dropins) > 0 {
+		what = append(what, "drop-ins "+strings.Join(u.Dropins, ", "))
 	}
-	var files []sbomFile
-	for _, f := range doc.Files {
-		sf := sbomFile{Path: "/" + strings.TrimPrefix(strings.TrimPrefix(f.FileName, "./"), "/")}
-		for _, c := range f.Checksums {
-			if c.Algorithm == "SHA256" {
-				sf.SHA256 = c.Value
-			}
-		}
-		files = append(files, sf)
+	if len(what) == 0 {
+		return "-"
 	}
-	return files, nil, nil
+	return strings.Join(what, "; ")
 }

@@ -90,7 +90,7 @@ func (r *Reconciler) attach(ctx context.Context, s *scope, in *inputs, image str
 // a restart, or a rebuild of the same inputs) adds nothing to the
 // registry.
 func (r *Reconciler) artifacts(s *scope, in *inputs, image string) ([]referrers.Artifact, error) {
-	_, digest, _ := strings.Cut(image, "@")
+	repo, digest, _ := strings.Cut(image, "@")
 	var layer []byte
 	for _, f := range in.result.Context {
 		if f.Name == containerfile.RootfsName {
@@ -98,7 +98,7 @@ func (r *Reconciler) artifacts(s *scope, in *inputs, image string) ([]referrers.
 		}
 	}
 	doc, err := sbom.Generate(sbom.Input{
-		Image:          image,
+		Image:          repo,
 		ImageDigest:    digest,
 		BaseImage:      in.base,
 		Pool:           s.pool.Name,
@@ -111,7 +111,7 @@ func (r *Reconciler) artifacts(s *scope, in *inputs, image string) ([]referrers.
 		return nil, fmt.Errorf("make the SBOM of %s: %w", image, err)
 	}
 	statement, err := provenance.Generate(provenance.Input{
-		Image:                     image,
+		Image:                     repo,
 		ImageDigest:               digest,
 		BaseImage:                 in.base,
 		Pool:                      s.pool.Name,

@@ -1,11 +1,16 @@
 package build
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -13,12 +18,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
@@ -145,14 +152,13 @@ func (f *fixture) expectedArtifacts(b *v1alpha1.MachineOSBuild) (sbomDoc, statem
 	if layer == nil {
 		f.t.Fatal("the render has no rootfs.tar: the SBOM would list no file")
 	}
-	image := b.Status.DigestedImagePushSpec
-	_, digest, _ := strings.Cut(image, "@")
-	sbomDoc, err = sbom.Generate(sbom.Input{Image: image, ImageDigest: digest, BaseImage: b.Status.BaseImagePullSpec, Pool: f.name,
+	repo, digest, _ := strings.Cut(b.Status.DigestedImagePushSpec, "@")
+	sbomDoc, err = sbom.Generate(sbom.Input{Image: repo, ImageDigest: digest, BaseImage: b.Status.BaseImagePullSpec, Pool: f.name,
 		RenderedConfig: rendered.Name, InputHash: res.InputHash, Layer: layer, Spec: &rendered.Spec})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	statement, err = provenance.Generate(provenance.Input{Image: image, ImageDigest: digest, BaseImage: b.Status.BaseImagePullSpec,
+	statement, err = provenance.Generate(provenance.Input{Image: repo, ImageDigest: digest, BaseImage: b.Status.BaseImagePullSpec,
 		Pool: f.name, RenderedConfig: rendered.Name, MachineOSConfig: mosc.Name, MachineOSConfigGeneration: mosc.Generation,
 		Strategy: string(b.Status.Strategy), Containerfile: res.Containerfile, InputHash: res.InputHash,
 		BuilderID: BuilderID, BuilderVersion: version.Version})
@@ -404,4 +410,183 @@ func TestGarbageCollectionDeletesReferrers(t *testing.T) {
 			f.checkReferrers(builds[2])
 		})
 	}
+}
+
+// sbomIgnition is a configuration with every kind of entry an SBOM
+// lists: files with modes and owners, directories, a symbolic and a hard
+// link, units enabled and masked, and kernel arguments.
+const sbomIgnition = `{"ignition":{"version":"3.4.0"},
+ "storage":{
+  "files":[
+   {"path":"/etc/strata/secret.conf","mode":384,"user":{"id":1000},"group":{"id":1000},"contents":{"source":"data:,s3cret%0A"}},
+   {"path":"/etc/strata/deep/er/x.conf","contents":{"source":"data:,deep%0A"}},
+   {"path":"/usr/libexec/strata-tool","mode":493,"contents":{"source":"data:,%23!%2Fbin%2Fsh%0Aexit%200%0A"}}],
+  "directories":[{"path":"/etc/strata","mode":488,"group":{"id":1000}},{"path":"/etc/strata/empty.d","mode":457}],
+  "links":[
+   {"path":"/etc/strata/current","target":"secret.conf"},
+   {"path":"/usr/libexec/strata-tool-hard","target":"/usr/libexec/strata-tool","hard":true}]},
+ "systemd":{"units":[
+  {"name":"strata.service","enabled":true,"contents":"[Service]\nExecStart=/usr/libexec/strata-tool\n[Install]\nWantedBy=multi-user.target\n"},
+  {"name":"debug-shell.service","mask":true}]}}`
+
+// imageEntry is a path of an image's file system as crane export gives
+// it.
+type imageEntry struct {
+	typ      byte
+	mode     int64
+	uid, gid int
+	target   string
+	sha256   string
+}
+
+// imageTree reads an image's flattened file system from the registry
+// (go-containerregistry's mutate.Extract, what crane export writes).
+func (f *fixture) imageTree(image string) map[string]imageEntry {
+	f.t.Helper()
+	rc := mutate.Extract(f.image(image))
+	defer func() { _ = rc.Close() }()
+	tree := map[string]imageEntry{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return tree
+		}
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		e := imageEntry{typ: h.Typeflag, mode: h.Mode & 0o7777, uid: h.Uid, gid: h.Gid, target: h.Linkname}
+		if h.Typeflag == tar.TypeReg {
+			sum := sha256.New()
+			if _, err := io.Copy(sum, tr); err != nil {
+				f.t.Fatal(err)
+			}
+			e.sha256 = hex.EncodeToString(sum.Sum(nil))
+		}
+		tree[path.Clean("/"+h.Name)] = e
+	}
+}
+
+// TestSBOMMatchesTheImage: the SBOM attached to a ConfigLayer build lists
+// every file, directory and link of the configuration with the digest,
+// mode and owner it has in the image as read back from the registry, and
+// the configuration layer adds nothing the SBOM leaves out but the parent
+// directories the base already has.
+func TestSBOMMatchesTheImage(t *testing.T) {
+	f := newFixtureOn(t, "refs-sbom", testregistry.StartReferrers)
+	base := f.reg.Push(t, "strata/busybox:1", testregistry.Busybox(t))
+	mc := &v1alpha1.MachineConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: "rendered-refs-sbom-x", Annotations: map[string]string{v1alpha1.GeneratedByControllerAnnotation: "test"}},
+		Spec: v1alpha1.MachineConfigSpec{
+			Config:          runtime.RawExtension{Raw: []byte(sbomIgnition)},
+			KernelArguments: []string{"nosmt", "console=ttyS0,115200"},
+		},
+	}
+	f.create(mc)
+	f.pointPool(mc.Name)
+	startController(t, f.reg, 0)
+	f.mosc(configLayer, noContainerfile, func(m *v1alpha1.MachineOSConfig) { m.Spec.BaseImagePullSpec = base })
+	b := waitCondition(t, waitNewBuild(t, "refs-sbom").Name, v1alpha1.BuildSucceeded)
+	image := b.Status.DigestedImagePushSpec
+
+	var doc []byte
+	for _, r := range f.listReferrers(image) {
+		if r.ArtifactType == sbom.ArtifactType {
+			var err error
+			if doc, err = f.referrers().Read(context.Background(), image, r, f.keychain()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if doc == nil {
+		t.Fatalf("no SBOM referrer of %s", image)
+	}
+	d, err := sbom.Read(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, digest, _ := strings.Cut(image, "@")
+	if d.Image != repo || d.ImageDigest != digest || d.Base+"@"+d.BaseDigest != b.Status.BaseImagePullSpec {
+		t.Errorf("SBOM describes %s@%s on %s@%s, want %s on %s", d.Image, d.ImageDigest, d.Base, d.BaseDigest, image, b.Status.BaseImagePullSpec)
+	}
+	if strings.Join(d.Configuration.KernelArguments, " ") != "nosmt console=ttyS0,115200" || len(d.Configuration.Units) != 2 {
+		t.Errorf("SBOM configuration %+v", d.Configuration)
+	}
+
+	tree := f.imageTree(image)
+	types := map[string]byte{"file": tar.TypeReg, "directory": tar.TypeDir, "symlink": tar.TypeSymlink, "hardlink": tar.TypeLink}
+	listed := map[string]bool{}
+	for _, sf := range d.Files {
+		listed[sf.Path] = true
+		e, ok := tree[sf.Path]
+		if !ok {
+			t.Errorf("the SBOM lists %s, which the image lacks", sf.Path)
+			continue
+		}
+		if got := fmt.Sprintf("%04o", e.mode); e.typ != types[sf.Type] || got != sf.Mode || e.uid != sf.UID || e.gid != sf.GID {
+			t.Errorf("%s: SBOM %s %s %d:%d, image type %q mode %s %d:%d", sf.Path, sf.Type, sf.Mode, sf.UID, sf.GID, e.typ, got, e.uid, e.gid)
+		}
+		switch sf.Type {
+		case "file":
+			if sf.SHA256 != e.sha256 {
+				t.Errorf("%s: SBOM sha256 %s, image %s", sf.Path, sf.SHA256, e.sha256)
+			}
+		case "symlink":
+			if sf.Target != e.target {
+				t.Errorf("%s: SBOM target %s, image %s", sf.Path, sf.Target, e.target)
+			}
+		case "hardlink":
+			if sf.Target != path.Clean("/"+e.target) {
+				t.Errorf("%s: SBOM target %s, image %s", sf.Path, sf.Target, e.target)
+			}
+		}
+	}
+	for _, p := range []string{"/etc/strata", "/etc/strata/empty.d", "/etc/strata/secret.conf", "/etc/strata/deep/er/x.conf",
+		"/etc/strata/current", "/usr/libexec/strata-tool", "/usr/libexec/strata-tool-hard", "/etc/systemd/system/strata.service",
+		"/etc/systemd/system/multi-user.target.wants/strata.service", "/etc/systemd/system/debug-shell.service",
+		"/usr/lib/bootc/kargs.d/10-strata.toml"} {
+		if !listed[p] {
+			t.Errorf("the SBOM does not list %s", p)
+		}
+	}
+
+	// Everything the configuration layer carries is listed, but for the
+	// parent directories completed from the base (/etc, /usr/lib, ...).
+	layers, err := f.image(image).Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := layers[len(layers)-1].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rc.Close() }()
+	baseTree := f.imageTree(b.Status.BaseImagePullSpec)
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := path.Clean("/" + h.Name)
+		if listed[p] {
+			continue
+		}
+		if be, inBase := baseTree[p]; h.Typeflag != tar.TypeDir || !inBase && !isParentOfListed(p, listed) || inBase && be.mode != h.Mode&0o7777 {
+			t.Errorf("the configuration layer has %s (type %q, mode %04o), which the SBOM does not list", p, h.Typeflag, h.Mode&0o7777)
+		}
+	}
+}
+
+// isParentOfListed says whether p is a parent directory of a listed path.
+func isParentOfListed(p string, listed map[string]bool) bool {
+	for l := range listed {
+		if strings.HasPrefix(l, p+"/") {
+			return true
+		}
+	}
+	return false
 }
