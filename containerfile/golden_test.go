@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -121,6 +122,10 @@ func dump(t testing.TB, r *Result) []byte {
 	slices.Sort(keys)
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%s=%s\n", k, r.Labels[k])
+	}
+	b.WriteString("== annotations\n")
+	for _, k := range slices.Sorted(maps.Keys(r.Annotations)) {
+		fmt.Fprintf(&b, "%s=%s\n", k, r.Annotations[k])
 	}
 	return []byte(b.String())
 }

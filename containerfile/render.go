@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -26,6 +27,13 @@ const (
 	LabelBaseImage       = LabelPrefix + "base-image"
 	LabelBaseImageDigest = LabelPrefix + "base-image-digest"
 	LabelInputHash       = LabelPrefix + "input-hash"
+)
+
+// Manifest annotations Render gives every image besides its labels: the
+// OCI image spec's annotations of the base image.
+const (
+	AnnotationBaseName   = "org.opencontainers.image.base.name"
+	AnnotationBaseDigest = "org.opencontainers.image.base.digest"
 )
 
 // Names of the build context's files.
@@ -74,6 +82,13 @@ type Result struct {
 	NodeItems []NodeItem
 	// Labels are the image labels the Containerfile sets.
 	Labels map[string]string
+	// Annotations are the image manifest's annotations the builders set:
+	// the base's name (by digest, as buildah writes it: a tag would make
+	// the image depend on a name the input hash leaves out) and digest,
+	// so that scanners tell the base's findings from those of the layers
+	// on top, and every label, for tools that read only manifests. Nil
+	// for an admin stage, which is no node's image.
+	Annotations map[string]string
 	// InputHash is the hex sha256 of all inputs, in a canonical form: two
 	// inputs that differ only in order where order does not matter have
 	// the same hash.
@@ -181,6 +196,10 @@ func Render(in Input) (*Result, error) {
 	sum := hex.EncodeToString(h.Sum(nil))
 	labels[LabelInputHash] = sum
 
+	annotations := maps.Clone(labels)
+	annotations[AnnotationBaseName] = in.BaseImage
+	annotations[AnnotationBaseDigest] = digest
+
 	cf := slices.Concat(body, labelLine(LabelInputHash, sum))
 	ctx = append(ctx, ContextFile{Name: ContainerfileName, Data: cf})
 	slices.SortFunc(ctx, func(a, b ContextFile) int { return strings.Compare(a.Name, b.Name) })
@@ -189,6 +208,7 @@ func Render(in Input) (*Result, error) {
 		Context:       ctx,
 		NodeItems:     p.nodeItems,
 		Labels:        labels,
+		Annotations:   annotations,
 		InputHash:     sum,
 		NeedsRun:      needsRun,
 		Stages:        stages,

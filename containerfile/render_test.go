@@ -350,3 +350,33 @@ func FuzzDataURL(f *testing.F) {
 		}
 	})
 }
+
+// TestAnnotations: the image's manifest names its base as the OCI image
+// spec says, by digest, and repeats every label; an admin stage, no
+// node's image, gets none.
+func TestAnnotations(t *testing.T) {
+	res, err := Render(Input{ConfigName: "rendered-worker-1", Pool: "worker", Arch: "amd64", BaseImage: testBase,
+		Spec:           spec(ign35(`"storage":{"files":[{"path":"/etc/a","contents":{"source":"data:,a"}}]}`)),
+		Containerfiles: []v1alpha1.MachineOSContainerfile{{Content: "RUN true\n"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, digest, _ := strings.Cut(testBase, "@")
+	if got := res.Annotations[AnnotationBaseName]; got != testBase {
+		t.Errorf("%s = %q, want %q", AnnotationBaseName, got, testBase)
+	}
+	if got := res.Annotations[AnnotationBaseDigest]; got != digest {
+		t.Errorf("%s = %q, want %q", AnnotationBaseDigest, got, digest)
+	}
+	for k, v := range res.Labels {
+		if res.Annotations[k] != v {
+			t.Errorf("annotation %s = %q, want the label's %q", k, res.Annotations[k], v)
+		}
+	}
+	if len(res.Annotations) != len(res.Labels)+2 {
+		t.Errorf("annotations %v: want the labels and the base's two", res.Annotations)
+	}
+	if res.Stages.Admin == nil || res.Stages.Admin.Annotations != nil {
+		t.Errorf("admin stage %+v: want one, without annotations", res.Stages.Admin)
+	}
+}

@@ -79,7 +79,7 @@ type MachineOSBuilderReference struct {
 }
 
 // BuildStage names a stage of a build.
-// +kubebuilder:validation:Enum=AdminStage;ConfigLayer;Job
+// +kubebuilder:validation:Enum=AdminStage;ConfigLayer;Job;Attach
 type BuildStage string
 
 const (
@@ -92,7 +92,25 @@ const (
 	// BuildStageJob builds and pushes the whole image in one Job
 	// (SingleJob strategy).
 	BuildStageJob BuildStage = "Job"
+	// BuildStageAttach makes the image's SBOM and provenance and attaches
+	// them to it as OCI referrers, in the controller.
+	BuildStageAttach BuildStage = "Attach"
 )
+
+// ImageReferrer is an artifact attached to the built image as an OCI
+// referrer (an image manifest whose subject is the image).
+type ImageReferrer struct {
+	// artifactType is the artifact's media type: application/spdx+json
+	// for the SBOM, application/vnd.in-toto+json for the provenance.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	ArtifactType string `json:"artifactType"`
+	// digest of the referrer's manifest, in the image's repository.
+	// +required
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	Digest string `json:"digest"`
+}
 
 // BuildStageStatus is what one stage of a build did and how long it took.
 type BuildStageStatus struct {
@@ -191,6 +209,14 @@ type MachineOSBuildStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=4
 	Stages []BuildStageStatus `json:"stages,omitempty"`
+
+	// referrers are the artifacts attached to the image, once it is
+	// built: its SBOM and its provenance.
+	// +optional
+	// +listType=map
+	// +listMapKey=artifactType
+	// +kubebuilder:validation:MaxItems=8
+	Referrers []ImageReferrer `json:"referrers,omitempty"`
 }
 
 // MachineOSBuild is one build of one set of inputs, named

@@ -30,6 +30,8 @@
 #   STRATA_CONTEXT_ARCHIVE      gzipped tar of the build context (required)
 #   STRATA_STEPS                "stage step line" map of buildah's steps to
 #                               Containerfile lines (optional)
+#   STRATA_ANNOTATIONS          manifest annotations of the image, one
+#                               "key=value" a line (optional)
 #   push:
 #   STRATA_PUSH_SPEC            registry/repository:tag to push to (required)
 #   STRATA_PUSH_AUTHFILE        authfile to push (optional)
@@ -192,6 +194,10 @@ build() {
 	[ -f "$P/context/Containerfile" ] || fail Prepare "the build context has no Containerfile"
 	STEP=Build
 	local bud=(bud --isolation chroot --pull=never --platform "${STRATA_PLATFORM:-linux/amd64}" --timestamp 0 --layers=false --iidfile "$P/iid" -f "$P/context/Containerfile")
+	local annotation
+	while IFS= read -r annotation; do
+		[ -z "$annotation" ] || bud+=(--annotation "$annotation")
+	done <<<"${STRATA_ANNOTATIONS:-}"
 	local err stepline stage step instr detail line where
 	if ! buildah "${global[@]}" "${bud[@]}" "${policy[@]}" "$P/context" 2>&1 | tee -a "$LOG"; then
 		err=$(error_of)

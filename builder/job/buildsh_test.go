@@ -89,6 +89,20 @@ func TestBuildScript(t *testing.T) {
 		if d.String() != tm.Digest {
 			t.Errorf("reported digest %s, registry has %s", tm.Digest, d)
 		}
+		// The manifest carries the rendered annotations: the base by
+		// digest and Strata's labels.
+		m, err := img.Manifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Annotations) == 0 {
+			t.Fatal("the render has no annotations")
+		}
+		for k, v := range res.Annotations {
+			if m.Annotations[k] != v {
+				t.Errorf("manifest annotation %s = %q, want %q (all: %v)", k, m.Annotations[k], v, m.Annotations)
+			}
+		}
 		files := imageFiles(t, img)
 		if got := files["etc/motd"]; got != "Welcome to Strata\n" {
 			t.Errorf("etc/motd in the image = %q, want the rendered file", got)

@@ -29,7 +29,9 @@
 //     name (BaseImages) with the base image pull secret. It runs no user
 //     code.
 //   - build (init container) builds the Containerfile with
-//     `buildah bud --pull=never`, so every base comes from the storage. It
+//     `buildah bud --pull=never`, so every base comes from the storage,
+//     and gives the image the rendered build's manifest annotations
+//     (Result.Annotations, in the container's environment). It
 //     mounts no registry credentials: the admin's RUN steps and package
 //     scriptlets run here. Images that COPY --from or RUN --mount name,
 //     other than a stage, are not pulled and fail the build.

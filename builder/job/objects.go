@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -336,6 +337,14 @@ func check(cfg Config, req Request) error {
 			errs = append(errs, fmt.Errorf("%s name %q is not a valid Secret name", s.what, s.name))
 		}
 	}
+	if req.Result != nil {
+		for k, v := range req.Result.Annotations {
+			// One key=value a line in the script's environment.
+			if k == "" || strings.ContainsAny(k, "=\n") || strings.Contains(v, "\n") {
+				errs = append(errs, fmt.Errorf("annotation %q=%q cannot be passed to buildah: a key must be non-empty without = or a newline, a value without a newline", k, v))
+			}
+		}
+	}
 	for _, r := range cfg.InsecureRegistries {
 		if r == "" || strings.ContainsAny(r, "/\" \t\n,") {
 			errs = append(errs, fmt.Errorf("insecure registry %q is not a host[:port]", r))
@@ -407,10 +416,19 @@ func podSpec(cfg Config, req Request, name string, bases []BaseImage) corev1.Pod
 	pullEnv, pullMounts := registrySecret(req.BaseImagePullSecret, volBaseSecret, BaseSecretDir, "STRATA_BASE_AUTHFILE")
 	pull := container(ContainerPull, volScript, securityContext(),
 		append([]corev1.EnvVar{{Name: "STRATA_BASE_IMAGES", Value: strings.Join(lines, "\n")}}, pullEnv...), pullMounts...)
-	build := container(ContainerBuild, volInputs, securityContext(), []corev1.EnvVar{
+	buildEnv := []corev1.EnvVar{
 		{Name: "STRATA_CONTEXT_ARCHIVE", Value: InputsDir + "/" + KeyContext},
 		{Name: "STRATA_STEPS", Value: InputsDir + "/" + KeySteps},
-	})
+	}
+	if a := req.Result.Annotations; len(a) > 0 {
+		// Sorted: the same build gives the same Job.
+		lines := make([]string, 0, len(a))
+		for _, k := range slices.Sorted(maps.Keys(a)) {
+			lines = append(lines, k+"="+a[k])
+		}
+		buildEnv = append(buildEnv, corev1.EnvVar{Name: "STRATA_ANNOTATIONS", Value: strings.Join(lines, "\n")})
+	}
+	build := container(ContainerBuild, volInputs, securityContext(), buildEnv)
 	pushEnv, pushMounts := registrySecret(req.PushSecret, volPushSecret, PushSecretDir, "STRATA_PUSH_AUTHFILE")
 	push := container(ContainerPush, volScript, securityContext(),
 		append([]corev1.EnvVar{{Name: "STRATA_PUSH_SPEC", Value: req.PushSpec}}, pushEnv...), pushMounts...)

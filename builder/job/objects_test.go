@@ -71,6 +71,7 @@ func testRequest() (Config, Request) {
 			{Name: "append/0000", Data: []byte("appended\n")},
 			{Name: "rootfs.tar", Data: []byte("not really a tar")},
 		},
+		Annotations: map[string]string{"org.opencontainers.image.base.name": "127.0.0.1:5000/os/base@sha256:" + strings.Repeat("0", 64), "b": "x=y"},
 	}
 	cfg := Config{
 		Namespace:    "strata-system",
@@ -263,6 +264,8 @@ func TestObjects(t *testing.T) {
 		ContainerBuild: with(map[string]string{
 			"STRATA_CONTEXT_ARCHIVE": InputsDir + "/context.tar.gz",
 			"STRATA_STEPS":           InputsDir + "/steps",
+			// Sorted by key; a value may hold "=".
+			"STRATA_ANNOTATIONS": "b=x=y\norg.opencontainers.image.base.name=127.0.0.1:5000/os/base@sha256:" + strings.Repeat("0", 64),
 		}),
 		ContainerPush: with(map[string]string{
 			"STRATA_PUSH_SPEC":     req.PushSpec,
@@ -369,6 +372,8 @@ func TestObjectsOptional(t *testing.T) {
 	cfg.InsecureRegistries = nil
 	cfg.Placement = Placement{}
 	req.BaseImagePullSecret, req.PushSecret = "", ""
+	// An admin stage has no annotations.
+	req.Result.Annotations = nil
 	inputs, job, err := Objects(cfg, req)
 	if err != nil {
 		t.Fatal(err)
@@ -384,7 +389,7 @@ func TestObjectsOptional(t *testing.T) {
 	}
 	for _, c := range append(append([]corev1.Container(nil), ps.InitContainers...), ps.Containers...) {
 		for _, e := range c.Env {
-			if strings.HasSuffix(e.Name, "_AUTHFILE") || (e.Name == "STRATA_INSECURE_REGISTRIES" && e.Value != "") {
+			if strings.HasSuffix(e.Name, "_AUTHFILE") || (e.Name == "STRATA_INSECURE_REGISTRIES" && e.Value != "") || e.Name == "STRATA_ANNOTATIONS" {
 				t.Errorf("%s: env %s=%q", c.Name, e.Name, e.Value)
 			}
 		}
@@ -472,6 +477,8 @@ func TestObjectsErrors(t *testing.T) {
 		{"no image", func(c *Config, _ *Request) { c.BuilderImage = "" }, "builder image"},
 		{"bad secret", func(_ *Config, r *Request) { r.PushSecret = "Not_A_Name" }, "push secret"},
 		{"bad insecure registry", func(c *Config, _ *Request) { c.InsecureRegistries = []string{"a,b"} }, "insecure registry"},
+		{"annotation with a newline", func(_ *Config, r *Request) { r.Result.Annotations = map[string]string{"a": "1\nb=2"} }, `annotation "a"="1\nb=2" cannot be passed`},
+		{"annotation key with =", func(_ *Config, r *Request) { r.Result.Annotations = map[string]string{"a=b": "1"} }, `annotation "a=b"="1" cannot be passed`},
 		// buildah would refuse it too; the step map is made from the same
 		// parse, so the build fails at Prepare, not in a pod.
 		{"bad Containerfile", func(_ *Config, r *Request) { r.Result.Containerfile = []byte("FROM x\nRUN <<EOF\necho unterminated\n") },

@@ -31,6 +31,7 @@ func main() {
 	root.AddCommand(newLogsCommand())
 	root.AddCommand(newApproveCommand())
 	root.AddCommand(newRejectCommand())
+	root.AddCommand(newInspectCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "stratactl:", err)
 		os.Exit(1)

@@ -15,6 +15,14 @@
 // resolved again only on the configured interval or when the resolve-base
 // annotation asks, so no unrelated event starts a build on a moved tag.
 //
+// Every image is annotated with its base (org.opencontainers.image.base.*)
+// and Strata's labels. Once it is pushed, its SBOM and provenance are
+// attached to it as OCI referrers with the push credentials (attach.go),
+// and listed in the build's status, before the build is marked Succeeded:
+// a registry that refuses them fails the build in its Attach stage, one
+// that does not answer is tried again. Garbage collection deletes an
+// image's referrers with it.
+//
 // A build of the same inputs that already succeeded, and whose image is
 // still in the registry, is reused without a Job. New inputs interrupt a
 // running build. A failure leaves the previous image current, so nodes keep

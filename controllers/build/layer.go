@@ -49,6 +49,23 @@ func (r *Reconciler) runConfigLayer(ctx context.Context, s *scope, in *inputs, b
 		b.Status.BuildStart = &now
 	}
 
+	// A layer pushed by an earlier reconcile whose attach step must be
+	// tried again is not pushed again.
+	st := stageStatus(b, v1alpha1.BuildStageConfigLayer)
+	if st.Image == "" || st.Duration == nil {
+		done, err := r.pushConfigLayer(ctx, s, in, admin, st, before)
+		if err != nil || !done {
+			return err
+		}
+	}
+	return r.attachAndFinish(ctx, s, in, before, st.Image)
+}
+
+// pushConfigLayer appends the configuration layer to the admin stage and
+// pushes the image, recording it in the stage's status; it says whether
+// it did. A failure retrying cannot fix finishes the build.
+func (r *Reconciler) pushConfigLayer(ctx context.Context, s *scope, in *inputs, admin, st *v1alpha1.BuildStageStatus, before *v1alpha1.MachineOSBuild) (bool, error) {
+	b := s.build
 	adminKC := s.pushKC
 	if admin.Image == in.base {
 		adminKC = s.baseKC
@@ -59,7 +76,6 @@ func (r *Reconciler) runConfigLayer(ctx context.Context, s *scope, in *inputs, b
 		// items): an empty layer keeps one shape for every build.
 		layer = emptyTar()
 	}
-	st := stageStatus(b, v1alpha1.BuildStageConfigLayer)
 	now := metav1.Now()
 	st.StartTime = &now
 	lctx, cancel := context.WithTimeout(ctx, layerTimeout)
@@ -70,6 +86,7 @@ func (r *Reconciler) runConfigLayer(ctx context.Context, s *scope, in *inputs, b
 		Platform:     platform(r.Config.Arch),
 		Layer:        layer,
 		Labels:       in.result.Labels,
+		Annotations:  in.result.Annotations,
 		CreatedBy:    "strata: configuration of " + in.rendered.Name,
 		Target:       b.Spec.RenderedImagePushSpec,
 		PushKeychain: s.pushKC,
@@ -83,16 +100,16 @@ func (r *Reconciler) runConfigLayer(ctx context.Context, s *scope, in *inputs, b
 			// retry with the controller's backoff.
 			setBuildConditions(b, stateBuilding, "Adding the configuration layer failed, retrying: "+failure.Message)
 			if perr := status.Patch(ctx, r.Client, before, b); perr != nil {
-				return perr
+				return false, perr
 			}
-			return fmt.Errorf("build %s: %s", b.Name, failure.Message)
+			return false, fmt.Errorf("build %s: %s", b.Name, failure.Message)
 		}
 		endStage(st)
-		return r.finish(ctx, s, before, stateFailed, failure, "")
+		return false, r.finish(ctx, s, before, stateFailed, failure, "")
 	}
 	st.Image = res.Image
 	st.Duration = &metav1.Duration{Duration: (res.LayerTime + res.PushTime).Round(time.Millisecond)}
-	return r.finish(ctx, s, before, stateSucceeded, nil, res.Image)
+	return true, nil
 }
 
 // adminStage finds or builds the admin stage image and records it in the

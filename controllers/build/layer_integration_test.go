@@ -95,6 +95,36 @@ func (f *fixture) layers(image string) []v1.Hash {
 	return out
 }
 
+// checkAnnotations reads a build's image manifest from the registry: it
+// names the base as the OCI image spec says, by digest, and carries the
+// labels scanners and registries show.
+func (f *fixture) checkAnnotations(b *v1alpha1.MachineOSBuild) {
+	f.t.Helper()
+	img := f.image(b.Status.DigestedImagePushSpec)
+	m, err := img.Manifest()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	base := b.Status.BaseImagePullSpec
+	_, baseDigest, _ := strings.Cut(base, "@")
+	want := map[string]string{
+		containerfile.AnnotationBaseName:   base,
+		containerfile.AnnotationBaseDigest: baseDigest,
+		containerfile.LabelPool:            b.Labels[v1alpha1.PoolLabel],
+		containerfile.LabelRenderedConfig:  b.Spec.MachineConfig.Name,
+		containerfile.LabelInputHash:       cf.Config.Labels[containerfile.LabelInputHash],
+	}
+	for k, v := range want {
+		if v == "" || m.Annotations[k] != v {
+			f.t.Errorf("manifest annotation %s = %q, want %q", k, m.Annotations[k], v)
+		}
+	}
+}
+
 // Without Containerfile content the admin stage is the base: a build, and
 // a configuration change, run no Job at all.
 func TestConfigLayerOnTheBase(t *testing.T) {
@@ -119,6 +149,7 @@ func TestConfigLayerOnTheBase(t *testing.T) {
 	if got := f.topLayerFile(a.Status.DigestedImagePushSpec, "/etc/version"); got != "1" {
 		t.Errorf("/etc/version = %q, want 1", got)
 	}
+	f.checkAnnotations(a)
 
 	f.setRendered("2")
 	b := waitCondition(t, waitNewBuild(t, "layer-base", a.Name).Name, v1alpha1.BuildSucceeded)

@@ -18,6 +18,8 @@ import (
 	"github.com/strata-dev/strata/builder/job"
 	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/internal/history"
+	"github.com/strata-dev/strata/internal/referrers"
+	"github.com/strata-dev/strata/internal/registry"
 	"github.com/strata-dev/strata/internal/status"
 )
 
@@ -61,7 +63,7 @@ func (r *Reconciler) runSingleJob(ctx context.Context, s *scope, in *inputs, bef
 		image := repository(b.Spec.RenderedImagePushSpec) + "@" + st.Digest
 		stage.Image = image
 		endStage(stage)
-		return r.finish(ctx, s, before, stateSucceeded, nil, image)
+		return r.attachAndFinish(ctx, s, in, before, image)
 	case job.PhaseFailed:
 		endStage(stage)
 		return r.finish(ctx, s, before, stateFailed, st.Failure, "")
@@ -288,7 +290,7 @@ func (r *Reconciler) deleteBuild(ctx context.Context, b *v1alpha1.MachineOSBuild
 }
 
 // collectGarbage deletes finished builds beyond the history, newest kept,
-// with their images and admin stages unless a remaining build has them
+// with their images (and the images' referrers) and admin stages unless a remaining build has them
 // too; never the current build, nor one whose image the MachineOSConfig or
 // any node names as current or desired.
 func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
@@ -355,6 +357,14 @@ func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 		}
 		for _, image := range images {
 			if image == "" {
+				continue
+			}
+			// Referrers first: an image whose referrers could not be
+			// deleted is kept with them rather than leaving them behind,
+			// describing nothing.
+			if _, err := (referrers.Client{Registry: r.Registry}).DeleteAll(ctx, image, s.pushKC); err != nil {
+				log.FromContext(ctx).Info("Could not delete the referrers of an old image", "build", b.Name, "image", image, "error", err.Error())
+				r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "ImageNotDeleted", "GarbageCollect", "Could not delete the referrers of %s, keeping it: %v", image, registry.Explain(err))
 				continue
 			}
 			if err := r.Registry.Delete(ctx, image, s.pushKC); err != nil {

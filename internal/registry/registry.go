@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -43,6 +44,12 @@ func options(ctx context.Context, kc authn.Keychain) []remote.Option {
 	}
 }
 
+// Options are the options of every call of this package, for packages
+// that make registry calls of their own with the same bounds (referrers).
+func Options(ctx context.Context, kc authn.Keychain) []remote.Option {
+	return options(ctx, kc)
+}
+
 // ParseReference parses an image reference, honouring the insecure list.
 func (c Client) ParseReference(ref string) (name.Reference, error) {
 	var opts []name.Option
@@ -63,6 +70,23 @@ func Keychain(secret *corev1.Secret) (authn.Keychain, error) {
 		return nil, fmt.Errorf("secret %s/%s has no %s key (type %s, want %s)", secret.Namespace, secret.Name,
 			corev1.DockerConfigJsonKey, secret.Type, corev1.SecretTypeDockerConfigJson)
 	}
+	return parseAuths(raw, fmt.Sprintf("secret %s/%s", secret.Namespace, secret.Name), corev1.DockerConfigJsonKey)
+}
+
+// KeychainFromFile returns the credentials of a Docker config file
+// (config.json) or a containers auth file (auth.json): both keep them
+// under "auths".
+func KeychainFromFile(path string) (authn.Keychain, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read registry credentials: %w", err)
+	}
+	return parseAuths(raw, "registry credentials "+path, "the file")
+}
+
+// parseAuths reads the "auths" of a Docker config; what names where it
+// came from and key the part that holds it, in errors.
+func parseAuths(raw []byte, what, key string) (authn.Keychain, error) {
 	var cfg struct {
 		Auths map[string]struct {
 			Auth     string `json:"auth"`
@@ -72,7 +96,7 @@ func Keychain(secret *corev1.Secret) (authn.Keychain, error) {
 	}
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		// The JSON error could quote the secret; do not wrap it.
-		return nil, fmt.Errorf("secret %s/%s: %s is not valid JSON", secret.Namespace, secret.Name, corev1.DockerConfigJsonKey)
+		return nil, fmt.Errorf("%s: %s is not valid JSON", what, key)
 	}
 	kc := keychain{}
 	for host, a := range cfg.Auths {
@@ -80,7 +104,7 @@ func Keychain(secret *corev1.Secret) (authn.Keychain, error) {
 		if a.Auth != "" {
 			dec, err := base64.StdEncoding.DecodeString(a.Auth)
 			if err != nil {
-				return nil, fmt.Errorf("secret %s/%s: auths[%q].auth is not base64", secret.Namespace, secret.Name, host)
+				return nil, fmt.Errorf("%s: auths[%q].auth is not base64", what, host)
 			}
 			user, pass, _ = strings.Cut(string(dec), ":")
 		}

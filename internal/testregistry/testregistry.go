@@ -1,11 +1,16 @@
-// Package testregistry runs a real distribution registry on a free
-// loopback port for a test, optionally behind a password, and stops it and
-// removes its storage when the test ends, passed or not. The binary is the
-// one hack/setup-infra.sh builds into .infra/bin.
+// Package testregistry runs a registry on a free loopback port for a
+// test, optionally behind a password, and stops it and removes its storage
+// when the test ends, passed or not.
+//
+// Start runs distribution (the binary hack/setup-infra.sh builds into
+// .infra/bin), the registry of the test cluster: it does not serve the OCI
+// 1.1 referrers API, so clients list referrers through the referrers tag
+// schema (a sha256-<hex> tag). StartReferrers runs go-containerregistry's
+// registry in the test's process, which serves the referrers API and keeps
+// everything in memory.
 package testregistry
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -30,6 +35,14 @@ type Registry struct {
 	Host string
 	// User and Password are set when the registry requires a login.
 	User, Password string
+	// Referrers is true when the registry serves the referrers API
+	// (/v2/<name>/referrers/<digest>).
+	Referrers bool
+
+	// conf is distribution's configuration file; stop stops its process.
+	conf string
+	stop func()
+	logs *syncBuffer
 }
 
 // Auth is the registry's credentials for go-containerregistry.
@@ -100,7 +113,43 @@ func Start(t testing.TB, password string) *Registry {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(Binary(t), "serve", confPath)
+	reg.conf = confPath
+	logs := &syncBuffer{}
+	t.Cleanup(func() {
+		reg.Stop(t)
+		if t.Failed() {
+			t.Logf("registry log:\n%s", logs.String())
+		}
+	})
+	reg.logs = logs
+	reg.serve(t)
+	return reg
+}
+
+// Stop stops a registry Start started, keeping its storage, until Restart.
+func (r *Registry) Stop(t testing.TB) {
+	t.Helper()
+	if r.conf == "" {
+		t.Fatal("only a distribution registry (Start) can be stopped and restarted")
+	}
+	if r.stop != nil {
+		r.stop()
+		r.stop = nil
+	}
+}
+
+// Restart starts a stopped registry again, on the same port with the same
+// storage.
+func (r *Registry) Restart(t testing.TB) {
+	t.Helper()
+	r.Stop(t)
+	r.serve(t)
+}
+
+// serve runs the registry process and waits until it answers.
+func (r *Registry) serve(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command(Binary(t), "serve", r.conf)
 	// REGISTRY_* variables would override the configuration; tracing
 	// exports fail every few seconds without a collector.
 	env := []string{"OTEL_TRACES_EXPORTER=none", "OTEL_SDK_DISABLED=true"}
@@ -110,37 +159,33 @@ func Start(t testing.TB, password string) *Registry {
 		}
 	}
 	cmd.Env = env
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.Stdout, cmd.Stderr = r.logs, r.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start registry: %v", err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
+	r.stop = func() {
 		_ = cmd.Process.Kill()
 		<-exited
-		if t.Failed() {
-			t.Logf("registry log:\n%s", logs.String())
-		}
-	})
+	}
 
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		resp, err := http.Get("http://" + reg.Host + "/v2/")
+		resp, err := http.Get("http://" + r.Host + "/v2/")
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized {
-				return reg
+				return
 			}
 		}
 		select {
 		case <-exited:
-			t.Fatalf("registry exited (%v)\n%s", cmd.ProcessState, logs.String())
+			t.Fatalf("registry exited (%v)\n%s", cmd.ProcessState, r.logs.String())
 		case <-time.After(50 * time.Millisecond): // poll interval
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("registry on %s not ready in 15s (last error %v)\n%s", reg.Host, err, logs.String())
+			t.Fatalf("registry on %s not ready in 15s (last error %v)\n%s", r.Host, err, r.logs.String())
 		}
 	}
 }
