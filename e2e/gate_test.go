@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,43 +36,21 @@ var _ = Describe("The approval gate", Ordered, func() {
 		c          client.Client
 		sims       *simnode.Cluster
 		node       string
-		original   string
 		stratactl  string
 		seen       *desiredImages
 	)
 
 	BeforeAll(func(ctx SpecContext) {
-		kubeconfig = os.Getenv("KUBECONFIG")
-		if kubeconfig == "" {
-			kubeconfig = filepath.Join("..", ".infra", "cluster", "kubeconfig")
-		}
+		kubeconfig = e2eKubeconfig()
 		c = newClient(kubeconfig)
-		for _, name := range []string{"e2e-push", "e2e-pull"} {
-			Expect(client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Namespace: strataNS, Name: name},
-				Type:       corev1.SecretTypeDockerConfigJson,
-				Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"127.0.0.1:5000":{"auth":"` + e2ePushAuth + `"}}}`)},
-			}))).To(Succeed())
-		}
-		digest, err := crane(ctx, "digest", registry+"/strata/os-base:latest")
-		Expect(err).NotTo(HaveOccurred())
-		original = registry + "/strata/os-base@" + strings.TrimSpace(digest)
-
+		registrySecrets(ctx, c)
 		root, err := testenv.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
 		stratactl = filepath.Join(GinkgoT().TempDir(), "stratactl")
 		out, err := exec.CommandContext(ctx, "go", "build", "-o", stratactl, filepath.Join(root, "cmd", "stratactl")).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
-		daemon, bootcSim, err := simnode.Build(ctx, root, GinkgoT().TempDir())
-		Expect(err).NotTo(HaveOccurred())
-		sims, err = simnode.New(ctx, simnode.Config{
-			Kubeconfig: kubeconfig, Daemon: daemon, BootcSim: bootcSim, OriginalImage: original,
-			NamePrefix: "gate", Log: GinkgoWriter,
-		})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) { Expect(sims.Stop(ctx)).To(Succeed()) })
-		nodes, err := sims.AddNodes(ctx, 1, map[string]string{gatePool: "true"})
-		Expect(err).NotTo(HaveOccurred())
+		var nodes []string
+		sims, nodes, _ = simulatedNodes(ctx, kubeconfig, "gate", 1, map[string]string{gatePool: "true"})
 		node = nodes[0]
 		seen = watchDesiredImages(ctx, node)
 		DeferCleanup(seen.stop)
