@@ -5,7 +5,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,7 +43,7 @@ func TestLogSources(t *testing.T) {
 		}
 		return got
 	}
-	pod := func(name, job string, created time.Time) {
+	pod := func(name, job string) {
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "strata-system", Name: name, Labels: map[string]string{jobNameLabel: job}},
 			Spec: corev1.PodSpec{
@@ -60,9 +59,9 @@ func TestLogSources(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pod("job-a-2", "job-a", time.Now())
-	pod("job-a-1", "job-a", time.Now())
-	pod("other", "job-b", time.Now())
+	pod("job-a-2", "job-a")
+	pod("job-a-1", "job-a")
+	pod("other", "job-b")
 
 	t.Run("job pods", func(t *testing.T) {
 		b := build("worker-a", &v1alpha1.ObjectReference{Group: "batch", Resource: "jobs", Namespace: "strata-system", Name: "job-a"})

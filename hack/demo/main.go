@@ -186,7 +186,7 @@ func up(p statePaths) error {
 	for !exists(p.ready) {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("the simulated nodes did not start (%v); the end of %s:\n%s", err, p.log, tail(p.log, 20))
+			return fmt.Errorf("the simulated nodes did not start (%w); the end of %s:\n%s", err, p.log, tail(p.log, 20))
 		case <-deadline:
 			return fmt.Errorf("the simulated nodes were not ready within %s; the end of %s:\n%s", startLimit, p.log, tail(p.log, 20))
 		case <-time.After(200 * time.Millisecond):

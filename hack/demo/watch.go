@@ -61,7 +61,7 @@ func (w *watcher) follow(ctx context.Context, served <-chan error) (string, erro
 		case <-ctx.Done():
 			return "", fmt.Errorf("the pool did not reach its image in time: %w", ctx.Err())
 		case err := <-served:
-			return "", fmt.Errorf("the simulated nodes stopped: %v", err)
+			return "", fmt.Errorf("the simulated nodes stopped: %w", err)
 		case <-tick.C:
 		}
 	}
