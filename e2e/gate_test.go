@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/e2e/simnode"
-	"github.com/strata-dev/strata/internal/testenv"
 )
 
 const gatePool = "e2e-gate"
@@ -36,7 +34,6 @@ var _ = Describe("The approval gate", Ordered, func() {
 		c          client.Client
 		sims       *simnode.Cluster
 		node       string
-		stratactl  string
 		seen       *desiredImages
 	)
 
@@ -44,11 +41,6 @@ var _ = Describe("The approval gate", Ordered, func() {
 		kubeconfig = e2eKubeconfig()
 		c = newClient(kubeconfig)
 		registrySecrets(ctx, c)
-		root, err := testenv.RepoRoot()
-		Expect(err).NotTo(HaveOccurred())
-		stratactl = filepath.Join(GinkgoT().TempDir(), "stratactl")
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", stratactl, filepath.Join(root, "cmd", "stratactl")).CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "%s", out)
 		var nodes []string
 		sims, nodes, _ = simulatedNodes(ctx, kubeconfig, "gate", 1, map[string]string{gatePool: "true"})
 		node = nodes[0]
@@ -99,7 +91,7 @@ var _ = Describe("The approval gate", Ordered, func() {
 		Expect(seen.has(first.Status.DigestedImagePushSpec)).To(BeFalse(), "the node was sent an image nobody approved")
 
 		By("approving it with stratactl: the node updates")
-		out, err := exec.CommandContext(ctx, stratactl, "approve", first.Name, "--reason", "e2e scan clean", "--kubeconfig", kubeconfig).CombinedOutput()
+		out, err := stratactl(ctx, "approve", first.Name, "--reason", "e2e scan clean")
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
 		waitNodesOn(ctx, c, []string{node}, first.Status.DigestedImagePushSpec)
 
@@ -109,7 +101,7 @@ var _ = Describe("The approval gate", Ordered, func() {
 		})
 		second := waitGateBuild(ctx, c, first.Name)
 		waitGateCondition(ctx, c, v1alpha1.ReasonAwaitingImageApproval, second.Name)
-		out, err = exec.CommandContext(ctx, stratactl, "reject", second.Name, "--reason", "e2e finding", "--kubeconfig", kubeconfig).CombinedOutput()
+		out, err = stratactl(ctx, "reject", second.Name, "--reason", "e2e finding")
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
 		waitGateCondition(ctx, c, v1alpha1.ReasonImageRejected, "e2e finding")
 
@@ -118,7 +110,7 @@ var _ = Describe("The approval gate", Ordered, func() {
 			m.Spec = gateConfig("three").Spec
 		})
 		third := waitGateBuild(ctx, c, second.Name)
-		out, err = exec.CommandContext(ctx, stratactl, "approve", third.Name, "--kubeconfig", kubeconfig).CombinedOutput()
+		out, err = stratactl(ctx, "approve", third.Name)
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
 		waitNodesOn(ctx, c, []string{node}, third.Status.DigestedImagePushSpec)
 		Expect(seen.has(second.Status.DigestedImagePushSpec)).To(BeFalse(), "the rejected image was sent to the node; desired images seen: %v", seen.list())

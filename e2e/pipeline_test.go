@@ -161,6 +161,13 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		Expect(build.Status.Failure.LogTail).NotTo(BeEmpty())
 		GinkgoWriter.Printf("Failure: %s\n", build.Status.Failure.Message)
 
+		By("reading the failed build's log with stratactl logs, through the API")
+		out, err := stratactl(ctx, "logs", build.Name)
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		Expect(out).To(ContainSubstring("container build <=="))
+		Expect(out).To(ContainSubstring("about to fail"))
+		Expect(out).To(ContainSubstring("failed at stage"))
+
 		Expect(c.Get(ctx, client.ObjectKey{Name: "e2e"}, m)).To(Succeed())
 		Expect(m.Status.CurrentImagePullSpec).To(Equal(current), "a failed build must not move the current image")
 		Expect(meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ConfigDegraded)).To(BeTrue())

@@ -4,9 +4,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -59,4 +62,43 @@ func simulatedNodes(ctx context.Context, kubeconfig, prefix string, n int, label
 	nodes, err := sims.AddNodes(ctx, n, labels)
 	Expect(err).NotTo(HaveOccurred())
 	return sims, nodes, original
+}
+
+var (
+	stratactlOnce sync.Once
+	stratactlDir  string
+	stratactlPath string
+	stratactlErr  error
+)
+
+var _ = AfterSuite(func() {
+	if stratactlDir != "" {
+		Expect(os.RemoveAll(stratactlDir)).To(Succeed())
+	}
+})
+
+// stratactl runs the stratactl of this tree, as a user would, built once
+// per suite.
+func stratactl(ctx context.Context, args ...string) (string, error) {
+	stratactlOnce.Do(func() {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			stratactlErr = err
+			return
+		}
+		stratactlDir, err = os.MkdirTemp("", "strata-e2e-stratactl-")
+		if err != nil {
+			stratactlErr = err
+			return
+		}
+		stratactlPath = filepath.Join(stratactlDir, "stratactl")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", stratactlPath, filepath.Join(root, "cmd", "stratactl")).CombinedOutput(); err != nil {
+			stratactlErr = fmt.Errorf("go build stratactl: %w\n%s", err, out)
+		}
+	})
+	if stratactlErr != nil {
+		return "", stratactlErr
+	}
+	out, err := exec.CommandContext(ctx, stratactlPath, append(args, "--kubeconfig", e2eKubeconfig())...).CombinedOutput()
+	return string(out), err
 }
