@@ -101,6 +101,22 @@ cluster-down: ## Stop the test cluster and undo its host changes (idempotent).
 deploy: cluster-infra ## Install Strata (config/testcluster, images from the working tree) on the running test cluster.
 	hack/cluster/deploy.sh
 
+.PHONY: demo
+demo: cluster-infra ## The whole product on this machine: cluster, Strata from its manifests, 3 simulated nodes updated to a built image.
+	hack/cluster/up.sh
+	hack/cluster/deploy.sh
+	@mkdir -p $(INFRA)/cluster/demo
+	go build -o $(INFRA)/cluster/demo/demo ./hack/demo
+	$(INFRA)/cluster/demo/demo up
+
+.PHONY: demo-down
+demo-down: ## Stop the demo's simulated nodes and the test cluster, and undo their host changes.
+	hack/cluster/down.sh
+
+.PHONY: test-demo
+test-demo: cluster-infra ## Run make demo non-interactively and check it ends with every node on the built image; always tear down.
+	rc=0; $(MAKE) demo || rc=$$?; $(MAKE) demo-down || rc=1; exit $$rc
+
 .PHONY: test-e2e
 test-e2e: cluster-infra ## Run the e2e suite on the test cluster, then tear it down (always).
 	hack/cluster/e2e.sh

@@ -32,7 +32,6 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/e2e/simnode"
 	"github.com/strata-dev/strata/internal/scheme"
-	"github.com/strata-dev/strata/internal/testenv"
 )
 
 // The rollout end to end: strata-controller, installed as its Deployment
@@ -58,43 +57,11 @@ var _ = Describe("The rollout", Ordered, func() {
 	)
 
 	BeforeAll(func(ctx SpecContext) {
-		kubeconfig = os.Getenv("KUBECONFIG")
-		if kubeconfig == "" {
-			kubeconfig = filepath.Join("..", ".infra", "cluster", "kubeconfig")
-		}
+		kubeconfig = e2eKubeconfig()
 		c = newClient(kubeconfig)
-		// The local registry takes any credentials: the Secrets prove that
-		// the push and pull secrets reach the builder and the nodes.
-		for _, name := range []string{"e2e-push", "e2e-pull"} {
-			Expect(client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Namespace: strataNS, Name: name},
-				Type:       corev1.SecretTypeDockerConfigJson,
-				Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"127.0.0.1:5000":{"auth":"ZTJlOmUyZQ=="}}}`)},
-			}))).To(Succeed())
-		}
-
-		digest, err := crane(ctx, "digest", registry+"/strata/os-base:latest")
-		Expect(err).NotTo(HaveOccurred())
-		original = registry + "/strata/os-base@" + strings.TrimSpace(digest)
-
-		By("building strata-daemon and bootc-sim")
-		root, err := testenv.RepoRoot()
-		Expect(err).NotTo(HaveOccurred())
-		daemon, bootcSim, err := simnode.Build(ctx, root, GinkgoT().TempDir())
-		Expect(err).NotTo(HaveOccurred())
-
+		registrySecrets(ctx, c)
 		By("registering three simulated nodes, each with its own daemon")
-		sims, err = simnode.New(ctx, simnode.Config{
-			Kubeconfig:    kubeconfig,
-			Daemon:        daemon,
-			BootcSim:      bootcSim,
-			OriginalImage: original,
-			Log:           GinkgoWriter,
-		})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) { Expect(sims.Stop(ctx)).To(Succeed()) })
-		nodes, err = sims.AddNodes(ctx, 3, map[string]string{"e2e-rollout": "true"})
-		Expect(err).NotTo(HaveOccurred())
+		sims, nodes, original = simulatedNodes(ctx, kubeconfig, "", 3, map[string]string{"e2e-rollout": "true"})
 
 		DeferCleanup(func(ctx SpecContext) {
 			for _, obj := range []client.Object{

@@ -26,6 +26,11 @@ const (
 	BuildSucceeded   = "Succeeded"
 	BuildFailed      = "Failed"
 	BuildInterrupted = "Interrupted"
+	// BuildImageApproved is set by whatever checks a built image (a
+	// scanner, CI, stratactl approve/reject), never by Strata: True lets
+	// the image roll out to a pool whose MachineOSConfig has
+	// imageApproval Required, False keeps it from every node.
+	BuildImageApproved = "ImageApproved"
 )
 
 // Condition types of MachineOSConfig.
@@ -71,6 +76,14 @@ const (
 	ReasonImageOnlyContent  = "ImageOnlyContentIgnored"
 	ReasonNoNodes           = "NoNodes"
 	ReasonWaitingForDaemons = "WaitingForDaemons"
+
+	// Approval reasons: of ImageApproved (stratactl writes these; a
+	// scanner may write its own), and of a pool's Updated condition while
+	// the gate holds its nodes.
+	ReasonApproved              = "Approved"
+	ReasonRejected              = "Rejected"
+	ReasonAwaitingImageApproval = "AwaitingImageApproval"
+	ReasonImageRejected         = "ImageRejected"
 )
 
 // Annotation and label keys, all under the Strata prefix.

@@ -144,7 +144,31 @@ type MachineOSConfigSpec struct {
 	// +listMapKey=containerfileArch
 	// +kubebuilder:validation:MaxItems=5
 	ContainerFile []MachineOSContainerfile `json:"containerFile,omitempty"`
+
+	// imageApproval says whether a built image needs an approval before
+	// the pool's nodes get it. Automatic (the default) rolls out every
+	// image that builds. Required holds the nodes where they are until the
+	// image's MachineOSBuild has the condition ImageApproved=True, set by
+	// whatever checks the image (a registry scanner, a CI job, or a person
+	// with stratactl approve); ImageApproved=False (stratactl reject)
+	// means the image never rolls out. Every new build is gated again.
+	// +optional
+	// +kubebuilder:default=Automatic
+	ImageApproval ImageApproval `json:"imageApproval,omitempty"`
 }
+
+// ImageApproval says whether a built image needs an approval before it
+// rolls out.
+// +kubebuilder:validation:Enum=Automatic;Required
+type ImageApproval string
+
+const (
+	// ImageApprovalAutomatic rolls out every image that builds.
+	ImageApprovalAutomatic ImageApproval = "Automatic"
+	// ImageApprovalRequired rolls out an image only once its build has
+	// ImageApproved=True.
+	ImageApprovalRequired ImageApproval = "Required"
+)
 
 // MachineOSConfigStatus is the observed state of a MachineOSConfig.
 type MachineOSConfigStatus struct {

@@ -28,6 +28,9 @@ func main() {
 	})
 	root.AddCommand(newRenderCommand())
 	root.AddCommand(newStatusCommand())
+	root.AddCommand(newLogsCommand())
+	root.AddCommand(newApproveCommand())
+	root.AddCommand(newRejectCommand())
 	root.AddCommand(newInspectCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "stratactl:", err)

@@ -434,3 +434,58 @@ func TestUnpinnedOSImageAndImageOnlyContentAreReported(t *testing.T) {
 }
 
 func ptrIntOrString(v intstr.IntOrString) *intstr.IntOrString { return &v }
+
+// approve plays a scanner: it sets the build's ImageApproved condition.
+func (f *fixture) approve(config string, status metav1.ConditionStatus, reason, msg string) {
+	ctx := context.Background()
+	b := &v1alpha1.MachineOSBuild{}
+	must(f.t, env.Client.Get(ctx, client.ObjectKey{Name: f.pool + "-" + config}, b))
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: v1alpha1.BuildImageApproved, Status: status, Reason: reason, Message: msg})
+	must(f.t, env.Client.Status().Update(ctx, b))
+}
+
+func TestApprovalGateHoldsNodesUntilApproved(t *testing.T) {
+	f := newFixture(t, "gate", 2, nil)
+	f.layer("rendered-gate-1", image('a'))
+	ctx := context.Background()
+	mosc := &v1alpha1.MachineOSConfig{}
+	must(t, env.Client.Get(ctx, client.ObjectKey{Name: "gate"}, mosc))
+	mosc.Spec.ImageApproval = v1alpha1.ImageApprovalRequired
+	must(t, env.Client.Update(ctx, mosc))
+	startController(t)
+
+	// Built, not approved: the pool says so and no node is taken.
+	f.waitCondition(v1alpha1.PoolUpdated, "False", v1alpha1.ReasonAwaitingImageApproval, "The image of build gate-rendered-gate-1 ("+image('a')+") waits for approval")
+	if got := f.taken("rendered-gate-1", image('a')); len(got) != 0 {
+		t.Fatalf("nodes %v were sent an image nobody approved", got)
+	}
+
+	f.approve("rendered-gate-1", metav1.ConditionTrue, v1alpha1.ReasonApproved, "scan clean")
+	f.waitTaken("rendered-gate-1", image('a'), 1)
+	f.finish("gate-0")
+	f.waitTaken("rendered-gate-1", image('a'), 2)
+	f.finish("gate-1")
+	f.waitCondition(v1alpha1.PoolUpdated, "True", v1alpha1.ReasonAllNodesUpdated, "")
+
+	// A newer build goes through the gate again; rejected, it never rolls
+	// out and the nodes stay on the approved image.
+	f.rendered("rendered-gate-2")
+	f.setConfig("rendered-gate-2")
+	f.build("rendered-gate-2", image('b'), true)
+	f.waitCondition(v1alpha1.PoolUpdated, "False", v1alpha1.ReasonAwaitingImageApproval, "gate-rendered-gate-2")
+	f.approve("rendered-gate-2", metav1.ConditionFalse, v1alpha1.ReasonRejected, "CVE-2026-0001 in /usr/bin/tool")
+	f.waitCondition(v1alpha1.PoolUpdated, "False", v1alpha1.ReasonImageRejected, "was rejected (Rejected: CVE-2026-0001 in /usr/bin/tool)")
+	if got := f.taken("rendered-gate-2", image('b')); len(got) != 0 {
+		t.Fatalf("nodes %v were sent a rejected image", got)
+	}
+	if got := f.taken("rendered-gate-1", image('a')); len(got) != 2 {
+		t.Fatalf("nodes left the approved image: %v on it", got)
+	}
+
+	// A fixed build, approved, rolls out.
+	f.rendered("rendered-gate-3")
+	f.setConfig("rendered-gate-3")
+	f.build("rendered-gate-3", image('c'), true)
+	f.approve("rendered-gate-3", metav1.ConditionTrue, v1alpha1.ReasonApproved, "scan clean")
+	f.waitTaken("rendered-gate-3", image('c'), 1)
+}

@@ -43,6 +43,9 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		}
 	case s.target.Waiting != "":
 		updated.Status, updated.Reason, updated.Message = metav1.ConditionFalse, v1alpha1.ReasonWaitingForImage, s.target.Waiting
+		if s.target.waitReason != "" {
+			updated.Reason = s.target.waitReason
+		}
 	case pool.Spec.Paused:
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonPaused
 		updated.Message = fmt.Sprintf("The pool is paused: %d of %d nodes run %s", res.UpdatedCount, res.MachineCount, what)

@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
@@ -26,6 +27,9 @@ type target struct {
 	// ignored lists content of the rendered config that only an image
 	// carries, in a pool that builds none: reported, not applied.
 	ignored []string
+	// waitReason is the reason of the pool's Updated condition while
+	// Waiting ("" for ReasonWaitingForImage).
+	waitReason string
 }
 
 // targetFor works out what the pool's nodes should run:
@@ -53,7 +57,14 @@ func (r *Reconciler) targetFor(ctx context.Context, pool *v1alpha1.MachineConfig
 		if mosc.Spec.RenderedImagePullSecret != nil {
 			t.pullSecret = mosc.Spec.RenderedImagePullSecret.Name
 		}
-		t.Image, t.Waiting, err = r.builtImage(ctx, mosc, t.Config)
+		var b *v1alpha1.MachineOSBuild
+		b, t.Image, t.Waiting, err = r.builtImage(ctx, mosc, t.Config)
+		if err == nil && t.Image != "" && mosc.Spec.ImageApproval == v1alpha1.ImageApprovalRequired {
+			t.waitReason, t.Waiting = approval(b)
+			if t.Waiting != "" {
+				t.Image = ""
+			}
+		}
 		return t, err
 	}
 
@@ -108,33 +119,55 @@ func (r *Reconciler) layeredBy(ctx context.Context, pool string) (*v1alpha1.Mach
 
 // builtImage is the layered pool's image for the rendered config, or why
 // there is none yet.
-func (r *Reconciler) builtImage(ctx context.Context, mosc *v1alpha1.MachineOSConfig, config string) (image, waiting string, err error) {
+func (r *Reconciler) builtImage(ctx context.Context, mosc *v1alpha1.MachineOSConfig, config string) (b *v1alpha1.MachineOSBuild, image, waiting string, err error) {
 	if mosc.Status.MachineOSBuild == nil {
-		return "", "MachineOSConfig " + mosc.Name + " has no build yet", nil
+		return nil, "", "MachineOSConfig " + mosc.Name + " has no build yet", nil
 	}
-	b := &v1alpha1.MachineOSBuild{}
+	b = &v1alpha1.MachineOSBuild{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: mosc.Status.MachineOSBuild.Name}, b); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", "Build " + mosc.Status.MachineOSBuild.Name + " does not exist (yet)", nil
+			return nil, "", "Build " + mosc.Status.MachineOSBuild.Name + " does not exist (yet)", nil
 		}
-		return "", "", fmt.Errorf("get build %s: %w", mosc.Status.MachineOSBuild.Name, err)
+		return nil, "", "", fmt.Errorf("get build %s: %w", mosc.Status.MachineOSBuild.Name, err)
 	}
+	image, waiting = buildState(b, config)
+	return b, image, waiting, nil
+}
+
+// approval is why an image that needs approval may not roll out yet
+// (reason and message), or "" when its build is approved.
+func approval(b *v1alpha1.MachineOSBuild) (reason, waiting string) {
+	c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.BuildImageApproved)
+	switch {
+	case c != nil && c.Status == metav1.ConditionTrue:
+		return "", ""
+	case c != nil && c.Status == metav1.ConditionFalse:
+		return v1alpha1.ReasonImageRejected, fmt.Sprintf("The image of build %s was rejected (%s: %s); it never rolls out, and nodes keep the image they run until a newer build is approved",
+			b.Name, c.Reason, c.Message)
+	default:
+		return v1alpha1.ReasonAwaitingImageApproval, fmt.Sprintf("The image of build %s (%s) waits for approval (imageApproval Required): a scanner, CI or stratactl approve %s sets its ImageApproved condition",
+			b.Name, b.Status.DigestedImagePushSpec, b.Name)
+	}
+}
+
+// buildState is the build's image, or why there is none (yet).
+func buildState(b *v1alpha1.MachineOSBuild, config string) (image, waiting string) {
 	switch {
 	case b.Spec.MachineConfig.Name != config:
-		return "", fmt.Sprintf("Waiting for a build of %s (build %s is of %s)", config, b.Name, b.Spec.MachineConfig.Name), nil
+		return "", fmt.Sprintf("Waiting for a build of %s (build %s is of %s)", config, b.Name, b.Spec.MachineConfig.Name)
 	case meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildSucceeded):
 		img := b.Status.DigestedImagePushSpec
 		if !digested.MatchString(img) {
-			return "", fmt.Sprintf("Build %s succeeded without an image by digest (%q)", b.Name, img), nil
+			return "", fmt.Sprintf("Build %s succeeded without an image by digest (%q)", b.Name, img)
 		}
-		return img, "", nil
+		return img, ""
 	case meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildFailed):
 		msg := "Build " + b.Name + " of " + config + " failed; nodes keep the image they run"
 		if b.Status.Failure != nil {
 			msg += ": " + strings.TrimSpace(b.Status.Failure.Message)
 		}
-		return "", msg, nil
+		return "", msg
 	default:
-		return "", "Build " + b.Name + " of " + config + " is not done yet", nil
+		return "", "Build " + b.Name + " of " + config + " is not done yet"
 	}
 }

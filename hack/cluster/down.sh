@@ -10,6 +10,21 @@ set -uo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
+# The demo's simulated nodes (hack/demo, make demo) first, while the API
+# server still answers: its process deletes their Nodes, stops their
+# daemons and removes their roots when asked to stop.
+if [[ -f $state/demo/demo.pid ]]; then
+	demo_pid=$(<"$state/demo/demo.pid")
+	if [[ $demo_pid =~ ^[0-9]+$ ]] && kill -TERM "$demo_pid" 2>/dev/null; then
+		log "stopping the demo's simulated nodes (pid $demo_pid)"
+		for _ in $(seq 600); do
+			kill -0 "$demo_pid" 2>/dev/null || break
+			sleep 0.2
+		done
+		kill -KILL "$demo_pid" 2>/dev/null
+	fi
+fi
+
 if [[ ! -f $journal ]]; then
 	if [[ -d $state ]]; then
 		umount_under "$state" 2>/dev/null || true

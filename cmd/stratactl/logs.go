@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/scheme"
+)
+
+// jobNameLabel is the label the Job controller puts on a Job's pods.
+const jobNameLabel = "batch.kubernetes.io/job-name"
+
+type logsOptions struct {
+	status statusOptions
+	follow bool
+}
+
+func newLogsCommand() *cobra.Command {
+	o := &logsOptions{}
+	cmd := &cobra.Command{
+		Use:   "logs MOSB [-f] [--kubeconfig FILE]",
+		Short: "Show a MachineOSBuild's build log through the API",
+		Long: `logs shows the log of a MachineOSBuild's build pod, read through the API
+server: every pod of the Job the build's status names (the whole image for
+the SingleJob strategy, the admin stage for ConfigLayer), and in each pod
+every container in the order they ran (pull, build, push), each under a
+header line. A build made entirely in the controller (a configuration
+layer on the base, or a reused admin stage) has no pod and says so. The
+build's stages and its failure, if any, follow.
+
+Finished builds' Jobs are deleted with their builds' history; the failure's
+last log lines stay in the MachineOSBuild's status.`,
+		Example: `  stratactl logs worker-4f2c0a9d1e7b
+  stratactl logs worker-4f2c0a9d1e7b -f     # follow a running build`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0])
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.status.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG, else ~/.kube/config)")
+	f.BoolVarP(&o.follow, "follow", "f", false, "follow the log of the container still running")
+	return cmd
+}
+
+func (o *logsOptions) run(ctx context.Context, out io.Writer, name string) error {
+	cfg, err := o.status.restConfig()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	b := &v1alpha1.MachineOSBuild{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("no MachineOSBuild named %s (kubectl get mosb lists them)", name)
+		}
+		return err
+	}
+	sources, note, err := logSources(ctx, c, b)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		fmt.Fprintln(out, note)
+	}
+	for _, s := range sources {
+		fmt.Fprintf(out, "==> pod %s/%s, container %s <==\n", s.namespace, s.pod, s.container)
+		req := kube.CoreV1().Pods(s.namespace).GetLogs(s.pod, &corev1.PodLogOptions{Container: s.container, Follow: o.follow && s.running})
+		stream, err := req.Stream(ctx)
+		if err != nil {
+			// A container that has not started has no log yet: say so
+			// and go on with the others.
+			fmt.Fprintf(out, "(no log: %v)\n", err)
+			continue
+		}
+		_, err = io.Copy(out, stream)
+		stream.Close()
+		if err != nil {
+			return err
+		}
+	}
+	printBuildSummary(out, b)
+	return nil
+}
+
+// logSource is one container whose log is shown.
+type logSource struct {
+	namespace, pod, container string
+	running                   bool
+}
+
+// logSources lists the containers of the build's pods, in the order they
+// ran: pods by creation, init containers then containers. note says why
+// there is nothing to show, when there is not.
+func logSources(ctx context.Context, c client.Reader, b *v1alpha1.MachineOSBuild) ([]logSource, string, error) {
+	if b.Status.Builder == nil || b.Status.Builder.Job == nil {
+		return nil, fmt.Sprintf("MachineOSBuild %s ran no build pod: it was made in the controller (strategy %s), so there is no build log.",
+			b.Name, orDashStr(string(b.Status.Strategy))), nil
+	}
+	job := b.Status.Builder.Job
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{jobNameLabel: job.Name}); err != nil {
+		return nil, "", fmt.Errorf("list the pods of Job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	if len(pods.Items) == 0 {
+		return nil, fmt.Sprintf("Job %s/%s of MachineOSBuild %s has no pod (any more): a finished build's Job goes with the build history; the status below keeps the failure's last log lines.",
+			job.Namespace, job.Name, b.Name), nil
+	}
+	slices.SortStableFunc(pods.Items, func(x, y corev1.Pod) int {
+		if c := x.CreationTimestamp.Compare(y.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Name, y.Name)
+	})
+	var out []logSource
+	for _, p := range pods.Items {
+		running := map[string]bool{}
+		for _, s := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+			running[s.Name] = s.State.Running != nil
+		}
+		for _, ctr := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
+			out = append(out, logSource{namespace: p.Namespace, pod: p.Name, container: ctr.Name, running: running[ctr.Name]})
+		}
+	}
+	return out, "", nil
+}
+
+// printBuildSummary writes the build's stages and failure.
+func printBuildSummary(out io.Writer, b *v1alpha1.MachineOSBuild) {
+	fmt.Fprintf(out, "==> MachineOSBuild %s: %s <==\n", b.Name, buildPhase(b))
+	for _, s := range b.Status.Stages {
+		line := "  stage " + string(s.Name)
+		switch {
+		case s.Reused:
+			line += ": reused"
+		case s.Duration != nil:
+			line += ": " + s.Duration.Round(100*time.Millisecond).String()
+		}
+		if s.Image != "" {
+			line += ", " + s.Image
+		}
+		fmt.Fprintln(out, line)
+	}
+	if f := b.Status.Failure; f != nil {
+		fmt.Fprintf(out, "  failed at stage %s, step %s: %s\n", orDashStr(string(f.Stage)), f.Step, f.Message)
+		if f.LogTail != "" {
+			fmt.Fprintf(out, "  last lines of the log:\n%s\n", indent(f.LogTail, "    "))
+		}
+	}
+}
+
+func buildPhase(b *v1alpha1.MachineOSBuild) string {
+	for _, t := range []string{v1alpha1.BuildSucceeded, v1alpha1.BuildFailed, v1alpha1.BuildInterrupted, v1alpha1.BuildBuilding, v1alpha1.BuildPrepared} {
+		for _, c := range b.Status.Conditions {
+			if c.Type == t && c.Status == "True" {
+				return t
+			}
+		}
+	}
+	return "Pending"
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i := range lines {
+		lines[i] = prefix + lines[i]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func orDashStr(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,62 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-dev/strata/e2e/simnode"
+	"github.com/strata-dev/strata/internal/testenv"
+)
+
+// e2eKubeconfig is the test cluster's admin kubeconfig.
+func e2eKubeconfig() string {
+	if k := os.Getenv("KUBECONFIG"); k != "" {
+		return k
+	}
+	return filepath.Join("..", ".infra", "cluster", "kubeconfig")
+}
+
+// registrySecrets makes the push and pull Secrets the specs' MachineOSConfigs
+// name. The local registry takes any credentials: the Secrets prove that
+// they reach the builder and the nodes.
+func registrySecrets(ctx context.Context, c client.Client) {
+	for _, name := range []string{"e2e-push", "e2e-pull"} {
+		Expect(client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: strataNS, Name: name},
+			Type:       corev1.SecretTypeDockerConfigJson,
+			Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"127.0.0.1:5000":{"auth":"` + e2ePushAuth + `"}}}`)},
+		}))).To(Succeed())
+	}
+}
+
+// simulatedNodes registers n simulated nodes labelled with labels, each
+// with its own daemon, installed with the test OS base by digest (also
+// returned); they are removed when the spec's container ends.
+func simulatedNodes(ctx context.Context, kubeconfig, prefix string, n int, labels map[string]string) (*simnode.Cluster, []string, string) {
+	digest, err := crane(ctx, "digest", registry+"/strata/os-base:latest")
+	Expect(err).NotTo(HaveOccurred())
+	original := registry + "/strata/os-base@" + strings.TrimSpace(digest)
+	root, err := testenv.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	daemon, bootcSim, err := simnode.Build(ctx, root, GinkgoT().TempDir())
+	Expect(err).NotTo(HaveOccurred())
+	sims, err := simnode.New(ctx, simnode.Config{
+		Kubeconfig: kubeconfig, Daemon: daemon, BootcSim: bootcSim, OriginalImage: original,
+		NamePrefix: prefix, Log: GinkgoWriter,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) { Expect(sims.Stop(ctx)).To(Succeed()) })
+	nodes, err := sims.AddNodes(ctx, n, labels)
+	Expect(err).NotTo(HaveOccurred())
+	return sims, nodes, original
+}
