@@ -290,9 +290,9 @@ func (r *Reconciler) deleteBuild(ctx context.Context, b *v1alpha1.MachineOSBuild
 }
 
 // collectGarbage deletes finished builds beyond the history, newest kept,
-// with their images (and the images' referrers) and admin stages unless a remaining build has them
-// too; never the current build, nor one whose image the MachineOSConfig or
-// any node names as current or desired.
+// with their images (and the images' referrers) and admin stages unless a
+// remaining build has them too; never the current build, nor one whose
+// image the MachineOSConfig or any node names as current or desired.
 func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 	builds, err := r.buildsOf(ctx, s.mosc.Name)
 	if err != nil {
