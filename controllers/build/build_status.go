@@ -29,7 +29,9 @@ const (
 
 // setBuildConditions sets all five conditions of a build from its state,
 // every time, so that kubectl's columns and `kubectl wait` always find
-// them.
+// them. It leaves every other condition alone: ImageApproved belongs to
+// an approver, and status.Patch's optimistic lock keeps a write computed
+// before the approver's from dropping it.
 func setBuildConditions(b *v1alpha1.MachineOSBuild, state buildState, message string) {
 	message = status.Message(message)
 	set := func(t string, on bool, reason string) {
