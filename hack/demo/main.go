@@ -6,18 +6,16 @@
 //	demo up     start the nodes, apply the samples, follow until done
 //	demo serve  (run by up, detached) keep the nodes and their daemons
 //	            running, and perform their reboots, until SIGTERM
-//	demo down   stop what serve runs and remove its state
 //
 // The simulated nodes must outlive `make demo`, so that a user can edit
 // the MachineConfig afterwards and watch it roll out: up starts serve in
 // its own session with its pid file and log in the state directory
-// (.infra/cluster/demo), and down (make demo-down; also
-// hack/cluster/down.sh) stops it.
+// (.infra/cluster/demo), and hack/cluster/down.sh (make demo-down, make
+// cluster-down) stops it while the API server still answers.
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,7 +41,7 @@ const (
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: demo up|serve|down")
+		fmt.Fprintln(os.Stderr, "usage: demo up|serve")
 		os.Exit(2)
 	}
 	root, err := repoRoot()
@@ -54,10 +52,8 @@ func main() {
 			err = up(p)
 		case "serve":
 			err = serve(p)
-		case "down":
-			err = down(p)
 		default:
-			err = fmt.Errorf("unknown command %q: usage: demo up|serve|down", os.Args[1])
+			err = fmt.Errorf("unknown command %q: usage: demo up|serve", os.Args[1])
 		}
 	}
 	if err != nil {
@@ -236,26 +232,6 @@ and watch the new image roll out.
 Stop it all: make demo-down
 `, len(nodes), time.Since(started).Round(time.Second), p.kubeconfig, image)
 	return nil
-}
-
-// down stops serve, which stops the daemons and removes the nodes' roots.
-func down(p statePaths) error {
-	pid, ok := running(p)
-	if ok {
-		fmt.Fprintf(os.Stderr, "demo: stopping the simulated nodes (pid %d)\n", pid)
-		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return err
-		}
-		deadline := time.Now().Add(2 * time.Minute)
-		for alive(pid) {
-			if time.Now().After(deadline) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	return os.RemoveAll(p.dir)
 }
 
 func running(p statePaths) (int, bool) {
