@@ -7,16 +7,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
@@ -104,6 +108,16 @@ var _ = Describe("The approval gate", Ordered, func() {
 		out, err = stratactl(ctx, "reject", second.Name, "--reason", "e2e finding")
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
 		waitGateCondition(ctx, c, v1alpha1.ReasonImageRejected, "e2e finding")
+		out, err = stratactl(ctx, "status", gatePool)
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		Expect(out).To(MatchRegexp(regexp.QuoteMeta(second.Name)+` \(Succeeded, \w+, rejected\)`), "stratactl status does not say the image is rejected")
+		Eventually(func(g Gomega) {
+			var events eventsv1.EventList
+			g.Expect(c.List(ctx, &events)).To(Succeed())
+			g.Expect(events.Items).To(ContainElement(And(
+				HaveField("Regarding.Name", gatePool), HaveField("Reason", v1alpha1.ReasonImageRejected),
+				HaveField("Type", corev1.EventTypeWarning), HaveField("Note", ContainSubstring("e2e finding")))))
+		}).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), "no ImageRejected Event on the pool")
 
 		By("a third image, approved: the node skips the rejected one")
 		update(ctx, c, &v1alpha1.MachineConfig{ObjectMeta: metav1.ObjectMeta{Name: gatePool}}, func(m *v1alpha1.MachineConfig) {
@@ -113,6 +127,9 @@ var _ = Describe("The approval gate", Ordered, func() {
 		out, err = stratactl(ctx, "approve", third.Name)
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
 		waitNodesOn(ctx, c, []string{node}, third.Status.DigestedImagePushSpec)
+		// The watch saw both approved images arrive: it was recording.
+		Eventually(func() []string { return seen.list() }).WithContext(ctx).WithTimeout(30*time.Second).
+			Should(ContainElements(first.Status.DigestedImagePushSpec, third.Status.DigestedImagePushSpec), "the watch missed the approved images")
 		Expect(seen.has(second.Status.DigestedImagePushSpec)).To(BeFalse(), "the rejected image was sent to the node; desired images seen: %v", seen.list())
 		Expect(os.ReadFile(filepath.Join(sims.Root(node), "etc", "strata-gate.conf"))).To(Equal([]byte("three")))
 	})
@@ -159,32 +176,61 @@ func waitGateCondition(ctx context.Context, c client.Client, reason, contains st
 }
 
 // desiredImages records every desiredImage a node is ever given, from a
-// watch, so that a test can say an image never reached it.
+// watch that lasts the whole container (resumed from the last
+// resourceVersion if the API server ends it), so that a test can say an
+// image never reached it.
 type desiredImages struct {
-	mu   sync.Mutex
-	seen map[string]bool
-	w    watch.Interface
+	mu     sync.Mutex
+	seen   map[string]bool
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 func watchDesiredImages(ctx context.Context, node string) *desiredImages {
-	w, err := clientset.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node})
+	n, err := clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	Expect(err).NotTo(HaveOccurred())
-	d := &desiredImages{seen: map[string]bool{}, w: w}
+	// Ginkgo cancels a node's context when the node returns: the watch
+	// must outlive the BeforeAll that starts it.
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w, err := watchtools.NewRetryWatcherWithContext(wctx, n.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = "metadata.name=" + node
+			return clientset.CoreV1().Nodes().Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		cancel()
+	}
+	Expect(err).NotTo(HaveOccurred())
+	d := &desiredImages{seen: map[string]bool{}, cancel: cancel, done: make(chan struct{})}
+	d.record(n)
 	go func() {
+		defer close(d.done)
 		for ev := range w.ResultChan() {
 			if n, ok := ev.Object.(*corev1.Node); ok {
-				if img := n.Annotations[v1alpha1.DesiredImageAnnotation]; img != "" {
-					d.mu.Lock()
-					d.seen[img] = true
-					d.mu.Unlock()
-				}
+				d.record(n)
 			}
 		}
 	}()
 	return d
 }
 
+func (d *desiredImages) record(n *corev1.Node) {
+	if img := n.Annotations[v1alpha1.DesiredImageAnnotation]; img != "" {
+		d.mu.Lock()
+		d.seen[img] = true
+		d.mu.Unlock()
+	}
+}
+
+// has says whether the node was ever given img. It fails the spec if the
+// watch has ended: "never" would then mean nothing.
 func (d *desiredImages) has(img string) bool {
+	select {
+	case <-d.done:
+		Fail("the watch on the node's desired image ended before the spec did")
+	default:
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.seen[img]
@@ -200,4 +246,7 @@ func (d *desiredImages) list() []string {
 	return out
 }
 
-func (d *desiredImages) stop() { d.w.Stop() }
+func (d *desiredImages) stop() {
+	d.cancel()
+	<-d.done
+}
