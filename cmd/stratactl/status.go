@@ -406,7 +406,27 @@ func describeBuild(mosc *v1alpha1.MachineOSConfig, builds []v1alpha1.MachineOSBu
 	if st := builds[i].Status.Strategy; st != "" {
 		state += ", " + string(st)
 	}
+	if a := approvalState(mosc, &builds[i]); a != "" {
+		state += ", " + a
+	}
 	return ref.Name + " (" + state + ")"
+}
+
+// approvalState says where a build stands at the approval gate, so that
+// a pool held by it reads as such in the BUILD column: "" when the gate is
+// off and nobody approved or rejected the build anyway.
+func approvalState(mosc *v1alpha1.MachineOSConfig, b *v1alpha1.MachineOSBuild) string {
+	c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.BuildImageApproved)
+	switch {
+	case c != nil && c.Status == metav1.ConditionTrue:
+		return "approved"
+	case c != nil && c.Status == metav1.ConditionFalse:
+		return "rejected"
+	case mosc.Spec.ImageApproval == v1alpha1.ImageApprovalRequired && meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildSucceeded):
+		return "awaiting approval"
+	default:
+		return ""
+	}
 }
 
 // buildState names the condition the build controller set true; a build

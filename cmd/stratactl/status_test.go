@@ -348,3 +348,31 @@ func TestDescribeBuildNamesTheStrategy(t *testing.T) {
 		t.Errorf("describeBuild = %q, want %q", got, want)
 	}
 }
+
+func TestDescribeBuildSaysWhereTheImageIsAtTheGate(t *testing.T) {
+	succeeded := metav1.Condition{Type: v1alpha1.BuildSucceeded, Status: metav1.ConditionTrue}
+	for _, tc := range []struct {
+		name     string
+		approval v1alpha1.ImageApproval
+		conds    []metav1.Condition
+		want     string
+	}{
+		{"gate off", v1alpha1.ImageApprovalAutomatic, []metav1.Condition{succeeded}, "b (Succeeded)"},
+		{"awaiting", v1alpha1.ImageApprovalRequired, []metav1.Condition{succeeded}, "b (Succeeded, awaiting approval)"},
+		{"still building", v1alpha1.ImageApprovalRequired, []metav1.Condition{{Type: v1alpha1.BuildBuilding, Status: metav1.ConditionTrue}}, "b (Building)"},
+		{"approved", v1alpha1.ImageApprovalRequired, []metav1.Condition{succeeded, {Type: v1alpha1.BuildImageApproved, Status: metav1.ConditionTrue}}, "b (Succeeded, approved)"},
+		{"rejected", v1alpha1.ImageApprovalRequired, []metav1.Condition{succeeded, {Type: v1alpha1.BuildImageApproved, Status: metav1.ConditionFalse}}, "b (Succeeded, rejected)"},
+		{"rejected with the gate off", v1alpha1.ImageApprovalAutomatic, []metav1.Condition{succeeded, {Type: v1alpha1.BuildImageApproved, Status: metav1.ConditionFalse}}, "b (Succeeded, rejected)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mosc := &v1alpha1.MachineOSConfig{
+				Spec:   v1alpha1.MachineOSConfigSpec{ImageApproval: tc.approval},
+				Status: v1alpha1.MachineOSConfigStatus{MachineOSBuild: &v1alpha1.LocalObjectReference{Name: "b"}},
+			}
+			b := v1alpha1.MachineOSBuild{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Status: v1alpha1.MachineOSBuildStatus{Conditions: tc.conds}}
+			if got := describeBuild(mosc, []v1alpha1.MachineOSBuild{b}); got != tc.want {
+				t.Errorf("describeBuild = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
