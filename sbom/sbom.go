@@ -220,8 +220,10 @@ type entry struct {
 	data []byte
 }
 
-// readLayer reads every entry of the layer, sorted by path. Directories
-// are listed like files: the layer makes them, with their mode and owner.
+// readLayer reads every entry of the layer, sorted by path, one per path.
+// Directories are listed like files: the layer makes them, with their mode
+// and owner. A path the layer names twice is what its last entry makes, as
+// when the image is built, so that is the one listed.
 func readLayer(layer []byte) ([]entry, error) {
 	if len(layer) == 0 {
 		return nil, nil
@@ -240,6 +242,11 @@ func readLayer(layer []byte) ([]entry, error) {
 		if p == "/" {
 			continue
 		}
+		// JSON strings are UTF-8: another name would reach the SBOM
+		// with its bytes replaced, naming a file the image lacks.
+		if !utf8.ValidString(p) || (hdr.Linkname != "" && !utf8.ValidString(hdr.Linkname)) {
+			return nil, fmt.Errorf("%q: a name or link target that is not UTF-8 cannot be written to an SPDX document", p)
+		}
 		var data []byte
 		if hdr.Typeflag == tar.TypeReg {
 			if data, err = io.ReadAll(tr); err != nil {
@@ -249,7 +256,15 @@ func readLayer(layer []byte) ([]entry, error) {
 		out = append(out, entry{path: p, hdr: hdr, data: data})
 	}
 	slices.SortStableFunc(out, func(a, b entry) int { return strings.Compare(a.path, b.path) })
-	return out, nil
+	// Stable: of equal paths, the last in the layer comes last; keep it.
+	last := out[:0]
+	for i, e := range out {
+		if i+1 < len(out) && out[i+1].path == e.path {
+			continue
+		}
+		last = append(last, e)
+	}
+	return last, nil
 }
 
 // file is the entry's SPDX file. A file's checksums are of its content, a

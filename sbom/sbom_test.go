@@ -33,7 +33,7 @@ const (
 
 // renderSample renders the worker sample MachineConfig as the build
 // controller would, with a directory, a link and a masked unit added.
-func renderSample(t *testing.T) (*v1alpha1.MachineConfigSpec, *containerfile.Result) {
+func renderSample(t testing.TB) (*v1alpha1.MachineConfigSpec, *containerfile.Result) {
 	t.Helper()
 	raw, err := os.ReadFile("../config/samples/machineconfiguration_v1alpha1_machineconfig.yaml")
 	if err != nil {
@@ -65,7 +65,7 @@ func renderSample(t *testing.T) (*v1alpha1.MachineConfigSpec, *containerfile.Res
 	return &mc.Spec, res
 }
 
-func layerOf(t *testing.T, res *containerfile.Result) []byte {
+func layerOf(t testing.TB, res *containerfile.Result) []byte {
 	t.Helper()
 	for _, f := range res.Context {
 		if f.Name == containerfile.RootfsName {
@@ -76,7 +76,7 @@ func layerOf(t *testing.T, res *containerfile.Result) []byte {
 	return nil
 }
 
-func sampleInput(t *testing.T) sbom.Input {
+func sampleInput(t testing.TB) sbom.Input {
 	spec, res := renderSample(t)
 	return sbom.Input{
 		Image:          "registry.example.com/os/worker",
@@ -309,4 +309,107 @@ func TestEmpty(t *testing.T) {
 	if len(d.Files) != 0 || d.Image != "registry.example.com/os/worker" {
 		t.Fatalf("%+v", d)
 	}
+}
+
+// layer writes a tar of the given entries, each a regular file unless its
+// header says otherwise.
+func layer(t testing.TB, entries ...tar.Header) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range entries {
+		if h.Typeflag == 0 {
+			h.Typeflag = tar.TypeReg
+		}
+		body := []byte(h.Linkname)
+		if h.Typeflag == tar.TypeReg {
+			h.Size, h.Linkname = int64(len(body)), ""
+		} else {
+			body = nil
+		}
+		if err := tw.WriteHeader(&h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestLastEntryOfAPathWins: a layer that names a path twice makes what
+// the last entry says, so the SBOM lists that one, once.
+func TestLastEntryOfAPathWins(t *testing.T) {
+	in := sampleInput(t)
+	// Linkname carries a regular file's content (see layer).
+	in.Layer = layer(t,
+		tar.Header{Name: "etc/motd", Mode: 0o644, Linkname: "first"},
+		tar.Header{Name: "etc/issue", Mode: 0o644, Linkname: "issue"},
+		tar.Header{Name: "./etc/motd", Mode: 0o600, Uid: 7, Linkname: "second"},
+	)
+	doc, err := sbom.Generate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := sbom.Read(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var motd []sbom.File
+	for _, f := range d.Files {
+		if f.Path == "/etc/motd" {
+			motd = append(motd, f)
+		}
+	}
+	sum := sha256.Sum256([]byte("second"))
+	if len(motd) != 1 || motd[0].SHA256 != hex.EncodeToString(sum[:]) || motd[0].Mode != "0600" || motd[0].UID != 7 {
+		t.Fatalf("/etc/motd in the SBOM: %+v, want once, as the last entry made it (sha256 %x, 0600, uid 7)", motd, sum)
+	}
+	if len(d.Files) != 2 {
+		t.Errorf("%d files, want 2: %+v", len(d.Files), d.Files)
+	}
+}
+
+func TestNamesThatAreNotUTF8AreRefused(t *testing.T) {
+	for _, h := range []tar.Header{
+		{Name: "etc/caf\xe9", Mode: 0o644},
+		{Name: "etc/link", Typeflag: tar.TypeSymlink, Linkname: "/etc/caf\xe9", Mode: 0o777},
+	} {
+		in := sampleInput(t)
+		in.Layer = layer(t, h)
+		if _, err := sbom.Generate(in); err == nil || !strings.Contains(err.Error(), "layer") || !strings.Contains(err.Error(), "UTF-8") {
+			t.Errorf("%s: error %v, want one saying the layer has a name that is not UTF-8", h.Name, err)
+		}
+	}
+}
+
+// FuzzGenerate: whatever the layer, Generate either says what is wrong
+// with it or writes an SBOM that Read reads back with one file per path.
+func FuzzGenerate(f *testing.F) {
+	in := sampleInput(f)
+	f.Add(in.Layer)
+	f.Add(layer(f, tar.Header{Name: "a", Linkname: "x"}, tar.Header{Name: "./a", Linkname: "y"}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := in
+		in.Layer = data
+		doc, err := sbom.Generate(in)
+		if err != nil {
+			return
+		}
+		d, err := sbom.Read(doc)
+		if err != nil {
+			t.Fatalf("Read of a generated SBOM: %v", err)
+		}
+		seen := map[string]bool{}
+		for _, file := range d.Files {
+			if seen[file.Path] || !strings.HasPrefix(file.Path, "/") {
+				t.Fatalf("file %q listed twice or not absolute", file.Path)
+			}
+			seen[file.Path] = true
+		}
+	})
 }
