@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -106,6 +108,16 @@ var _ = Describe("The approval gate", Ordered, func() {
 		out, err = stratactl(ctx, "reject", second.Name, "--reason", "e2e finding")
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
 		waitGateCondition(ctx, c, v1alpha1.ReasonImageRejected, "e2e finding")
+		out, err = stratactl(ctx, "status", gatePool)
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		Expect(out).To(MatchRegexp(regexp.QuoteMeta(second.Name)+` \(Succeeded, \w+, rejected\)`), "stratactl status does not say the image is rejected")
+		Eventually(func(g Gomega) {
+			var events eventsv1.EventList
+			g.Expect(c.List(ctx, &events)).To(Succeed())
+			g.Expect(events.Items).To(ContainElement(And(
+				HaveField("Regarding.Name", gatePool), HaveField("Reason", v1alpha1.ReasonImageRejected),
+				HaveField("Type", corev1.EventTypeWarning), HaveField("Note", ContainSubstring("e2e finding")))))
+		}).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), "no ImageRejected Event on the pool")
 
 		By("a third image, approved: the node skips the rejected one")
 		update(ctx, c, &v1alpha1.MachineConfig{ObjectMeta: metav1.ObjectMeta{Name: gatePool}}, func(m *v1alpha1.MachineConfig) {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -264,5 +265,23 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope) error {
 			log.FromContext(ctx).Info("Pool condition changed", "type", t, "status", now.Status, "reason", now.Reason, "message", now.Message)
 		}
 	}
+	r.gateEvent(s.pool, meta.FindStatusCondition(s.pool.Status.Conditions, v1alpha1.PoolUpdated),
+		meta.FindStatusCondition(next.Status.Conditions, v1alpha1.PoolUpdated))
 	return nil
+}
+
+// gateEvent tells, once per image, that the approval gate holds the pool:
+// a Warning for a rejected image, since someone has to act, and a Normal
+// Event for one that waits. The message names the build, so a newer image
+// held in turn gets its own Event.
+func (r *Reconciler) gateEvent(pool *v1alpha1.MachineConfigPool, old, now *metav1.Condition) {
+	if now == nil || (old != nil && old.Reason == now.Reason && old.Message == now.Message) {
+		return
+	}
+	switch now.Reason {
+	case v1alpha1.ReasonImageRejected:
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.ReasonImageRejected, "Gate", "%s", now.Message)
+	case v1alpha1.ReasonAwaitingImageApproval:
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, v1alpha1.ReasonAwaitingImageApproval, "Gate", "%s", now.Message)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -444,6 +445,24 @@ func (f *fixture) approve(config string, status metav1.ConditionStatus, reason, 
 	must(f.t, env.Client.Status().Update(ctx, b))
 }
 
+// waitPoolEvent waits for an Event on the fixture's pool of the given
+// type and reason whose note holds want.
+func (f *fixture) waitPoolEvent(typ, reason, want string) {
+	f.t.Helper()
+	eventually(f.t, fmt.Sprintf("a %s %s Event on pool %s saying %q", typ, reason, f.pool, want), func() error {
+		var events eventsv1.EventList
+		if err := env.Client.List(context.Background(), &events); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Kind == "MachineConfigPool" && e.Regarding.Name == f.pool && e.Type == typ && e.Reason == reason && strings.Contains(e.Note, want) {
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d Events", len(events.Items))
+	})
+}
+
 func TestApprovalGateHoldsNodesUntilApproved(t *testing.T) {
 	f := newFixture(t, "gate", 2, nil)
 	f.layer("rendered-gate-1", image('a'))
@@ -475,6 +494,8 @@ func TestApprovalGateHoldsNodesUntilApproved(t *testing.T) {
 	f.waitCondition(v1alpha1.PoolUpdated, "False", v1alpha1.ReasonAwaitingImageApproval, "gate-rendered-gate-2")
 	f.approve("rendered-gate-2", metav1.ConditionFalse, v1alpha1.ReasonRejected, "CVE-2026-0001 in /usr/bin/tool")
 	f.waitCondition(v1alpha1.PoolUpdated, "False", v1alpha1.ReasonImageRejected, "was rejected (Rejected: CVE-2026-0001 in /usr/bin/tool)")
+	f.waitPoolEvent(corev1.EventTypeNormal, v1alpha1.ReasonAwaitingImageApproval, "gate-rendered-gate-2")
+	f.waitPoolEvent(corev1.EventTypeWarning, v1alpha1.ReasonImageRejected, "CVE-2026-0001 in /usr/bin/tool")
 	if got := f.taken("rendered-gate-2", image('b')); len(got) != 0 {
 		t.Fatalf("nodes %v were sent a rejected image", got)
 	}
