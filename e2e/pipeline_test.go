@@ -167,6 +167,13 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		Expect(out).To(ContainSubstring("container build <=="))
 		Expect(out).To(ContainSubstring("about to fail"))
 		Expect(out).To(ContainSubstring("failed at stage"))
+		// Following one container of a finished pod ends at its end.
+		out, err = stratactl(ctx, "logs", build.Name, "-f", "-c", "build")
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		Expect(out).To(ContainSubstring("container build <=="))
+		Expect(out).To(ContainSubstring("about to fail"))
+		Expect(out).NotTo(ContainSubstring("container push <=="))
+		Expect(out).To(ContainSubstring("failed at stage"))
 
 		Expect(c.Get(ctx, client.ObjectKey{Name: "e2e"}, m)).To(Succeed())
 		Expect(m.Status.CurrentImagePullSpec).To(Equal(current), "a failed build must not move the current image")

@@ -22,14 +22,17 @@ import (
 const jobNameLabel = "batch.kubernetes.io/job-name"
 
 type logsOptions struct {
-	status statusOptions
-	follow bool
+	status    statusOptions
+	follow    bool
+	container string
+	// pollInterval is how often -f looks whether a container has started.
+	pollInterval time.Duration
 }
 
 func newLogsCommand() *cobra.Command {
-	o := &logsOptions{}
+	o := &logsOptions{pollInterval: time.Second}
 	cmd := &cobra.Command{
-		Use:   "logs MOSB [-f] [--kubeconfig FILE]",
+		Use:   "logs MOSB [-f] [-c CONTAINER] [--kubeconfig FILE]",
 		Short: "Show a MachineOSBuild's build log through the API",
 		Long: `logs shows the log of a MachineOSBuild's build pod, read through the API
 server: every pod of the Job the build's status names (the whole image for
@@ -39,10 +42,15 @@ header line. A build made entirely in the controller (a configuration
 layer on the base, or a reused admin stage) has no pod and says so. The
 build's stages and its failure, if any, follow.
 
+With -f, logs waits for each container in turn to start and follows it to
+its end, so a build that is still pulling is followed through the build and
+the push; the summary is read again at the end.
+
 Finished builds' Jobs are deleted with their builds' history; the failure's
 last log lines stay in the MachineOSBuild's status.`,
 		Example: `  stratactl logs worker-4f2c0a9d1e7b
-  stratactl logs worker-4f2c0a9d1e7b -f     # follow a running build`,
+  stratactl logs worker-4f2c0a9d1e7b -f     # follow a running build
+  stratactl logs worker-4f2c0a9d1e7b -c build`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0])
@@ -50,7 +58,8 @@ last log lines stay in the MachineOSBuild's status.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.status.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG, else ~/.kube/config)")
-	f.BoolVarP(&o.follow, "follow", "f", false, "follow the log of the container still running")
+	f.BoolVarP(&o.follow, "follow", "f", false, "wait for each container to start and follow its log to the end")
+	f.StringVarP(&o.container, "container", "c", "", "show only this container's log (pull, build or push)")
 	return cmd
 }
 
@@ -81,9 +90,18 @@ func (o *logsOptions) run(ctx context.Context, out io.Writer, name string) error
 	if note != "" {
 		fmt.Fprintln(out, note)
 	}
+	if sources, err = only(sources, o.container); err != nil {
+		return fmt.Errorf("MachineOSBuild %s: %w", name, err)
+	}
 	for _, s := range sources {
 		fmt.Fprintf(out, "==> pod %s/%s, container %s <==\n", s.namespace, s.pod, s.container)
-		req := kube.CoreV1().Pods(s.namespace).GetLogs(s.pod, &corev1.PodLogOptions{Container: s.container, Follow: o.follow && s.running})
+		follow := o.follow && s.running
+		if o.follow && !s.running {
+			if follow, err = o.waitStarted(ctx, c, s); err != nil {
+				return err
+			}
+		}
+		req := kube.CoreV1().Pods(s.namespace).GetLogs(s.pod, &corev1.PodLogOptions{Container: s.container, Follow: follow})
 		stream, err := req.Stream(ctx)
 		if err != nil {
 			// A container that has not started has no log yet: say so
@@ -97,8 +115,67 @@ func (o *logsOptions) run(ctx context.Context, out io.Writer, name string) error
 			return err
 		}
 	}
+	if o.follow {
+		// The build went on while its log was followed.
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, b); err != nil {
+			return err
+		}
+	}
 	printBuildSummary(out, b)
 	return nil
+}
+
+// only keeps the sources of the named container ("" keeps all); a name
+// no pod has is an error that lists the ones there are.
+func only(sources []logSource, container string) ([]logSource, error) {
+	if container == "" || len(sources) == 0 {
+		return sources, nil
+	}
+	var kept []logSource
+	var names []string
+	for _, s := range sources {
+		if s.container == container {
+			kept = append(kept, s)
+		}
+		if !slices.Contains(names, s.container) {
+			names = append(names, s.container)
+		}
+	}
+	if len(kept) == 0 {
+		return nil, fmt.Errorf("its build pods have no container %q; they have %s", container, strings.Join(names, ", "))
+	}
+	return kept, nil
+}
+
+// waitStarted waits until the source's container runs (follow it) or has
+// ended, or its pod ended or went away without running it (read what there
+// is, if anything).
+func (o *logsOptions) waitStarted(ctx context.Context, c client.Reader, s logSource) (follow bool, err error) {
+	for {
+		pod := &corev1.Pod{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: s.pod}, pod); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			return false, nil
+		}
+		for _, st := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
+			if st.Name != s.container {
+				continue
+			}
+			switch {
+			case st.State.Running != nil:
+				return true, nil
+			case st.State.Terminated != nil:
+				return false, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(o.pollInterval):
+		}
+	}
 }
 
 // logSource is one container whose log is shown.

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,6 +98,64 @@ func TestLogSources(t *testing.T) {
 			t.Errorf("note %q err %v", note, err)
 		}
 	})
+	t.Run("follow waits for a container to start", func(t *testing.T) {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "strata-system", Name: "waiting", Labels: map[string]string{jobNameLabel: "job-w"}},
+			Spec: corev1.PodSpec{
+				InitContainers: []corev1.Container{{Name: "pull", Image: "builder"}},
+				Containers:     []corev1.Container{{Name: "push", Image: "builder"}},
+			},
+		}
+		if err := env.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		o := &logsOptions{pollInterval: 10 * time.Millisecond}
+		setStatus := func(pull, push corev1.ContainerState) {
+			t.Helper()
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "pull", State: pull}}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "push", State: push}}
+			if err := env.Client.Status().Update(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waiting := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
+		// The pull ended, the push has not started: the wait goes on
+		// until the caller gives up.
+		setStatus(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}, waiting)
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		follow, err := o.waitStarted(short, env.Client, logSource{namespace: p.Namespace, pod: p.Name, container: "push"})
+		cancel()
+		if follow || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("before push started: waitStarted = %v, %v; want it still waiting", follow, err)
+		}
+
+		type result struct {
+			follow bool
+			err    error
+		}
+		done := make(chan result, 1)
+		go func() {
+			follow, err := o.waitStarted(ctx, env.Client, logSource{namespace: p.Namespace, pod: p.Name, container: "push"})
+			done <- result{follow, err}
+		}()
+		setStatus(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
+		select {
+		case r := <-done:
+			if !r.follow || r.err != nil {
+				t.Errorf("waitStarted = %v, %v; want to follow the running container", r.follow, r.err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("waitStarted did not see push start")
+		}
+
+		// A pod that failed before the container ran: nothing to follow.
+		p.Status.Phase = corev1.PodFailed
+		setStatus(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}, waiting)
+		follow, err = o.waitStarted(ctx, env.Client, logSource{namespace: p.Namespace, pod: p.Name, container: "push"})
+		if follow || err != nil {
+			t.Errorf("on a failed pod: waitStarted = %v, %v; want no follow, no error", follow, err)
+		}
+	})
 	t.Run("command", func(t *testing.T) {
 		kubeconfig := writeKubeconfig(t, env.Config)
 		cmd := newLogsCommand()
@@ -116,4 +176,18 @@ func TestLogSources(t *testing.T) {
 			t.Errorf("error %v, want one naming the build", err)
 		}
 	})
+}
+
+func TestOnlyKeepsTheNamedContainer(t *testing.T) {
+	sources := []logSource{{pod: "a", container: "pull"}, {pod: "a", container: "build"}, {pod: "b", container: "build"}, {pod: "b", container: "push"}}
+	got, err := only(sources, "build")
+	if err != nil || len(got) != 2 || got[0].pod != "a" || got[1].pod != "b" {
+		t.Errorf("only(build) = %+v, %v", got, err)
+	}
+	if got, err := only(sources, ""); err != nil || len(got) != 4 {
+		t.Errorf("only(\"\") = %+v, %v; want every source", got, err)
+	}
+	if _, err := only(sources, "bild"); err == nil || !strings.Contains(err.Error(), `no container "bild"; they have pull, build, push`) {
+		t.Errorf("only(bild): error %v, want one listing the containers", err)
+	}
 }
