@@ -178,14 +178,7 @@ func validateErr(schemaFile string, doc []byte) error {
 // with its digest, mode and owner, and nothing else is.
 func TestEveryEntry(t *testing.T) {
 	in := sampleInput(t)
-	doc, err := sbom.Generate(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := sbom.Read(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := generateAndRead(t, in)
 	got := map[string]sbom.File{}
 	for _, f := range d.Files {
 		got[f.Path] = f
@@ -350,14 +343,7 @@ func TestLastEntryOfAPathWins(t *testing.T) {
 		tar.Header{Name: "etc/issue", Mode: 0o644, Linkname: "issue"},
 		tar.Header{Name: "./etc/motd", Mode: 0o600, Uid: 7, Linkname: "second"},
 	)
-	doc, err := sbom.Generate(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := sbom.Read(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := generateAndRead(t, in)
 	var motd []sbom.File
 	for _, f := range d.Files {
 		if f.Path == "/etc/motd" {
@@ -412,4 +398,18 @@ func FuzzGenerate(f *testing.F) {
 			seen[file.Path] = true
 		}
 	})
+}
+
+// generateAndRead is the description Read gives of the SBOM of in.
+func generateAndRead(t *testing.T, in sbom.Input) *sbom.Description {
+	t.Helper()
+	doc, err := sbom.Generate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := sbom.Read(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
