@@ -114,8 +114,8 @@ demo-down: ## Stop the demo's simulated nodes and the test cluster, and undo the
 	hack/cluster/down.sh
 
 .PHONY: test-demo
-test-demo: cluster-infra ## Run make demo non-interactively and check it ends with every node on the built image; always tear down.
-	rc=0; $(MAKE) demo || rc=$$?; $(MAKE) demo-down || rc=1; exit $$rc
+test-demo: cluster-infra ## Run make demo non-interactively, then roll out an edit of its MachineConfig as a user would; always tear down.
+	rc=0; $(MAKE) demo && $(INFRA)/cluster/demo/demo check || rc=$$?; $(MAKE) demo-down || rc=1; exit $$rc
 
 .PHONY: test-e2e
 test-e2e: cluster-infra ## Run the e2e suite on the test cluster, then tear it down (always).

@@ -4,6 +4,8 @@
 // rollout as they happen, until every node runs the built image.
 //
 //	demo up     start the nodes, apply the samples, follow until done
+//	demo check  (after up; make test-demo) edit the sample MachineConfig
+//	            and follow its rollout, as the closing words invite
 //	demo serve  (run by up, detached) keep the nodes and their daemons
 //	            running, and perform their reboots, until SIGTERM
 //
@@ -41,7 +43,7 @@ const (
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: demo up|serve")
+		fmt.Fprintln(os.Stderr, "usage: demo up|check|serve")
 		os.Exit(2)
 	}
 	root, err := repoRoot()
@@ -50,10 +52,12 @@ func main() {
 		switch os.Args[1] {
 		case "up":
 			err = up(p)
+		case "check":
+			err = check(p)
 		case "serve":
 			err = serve(p)
 		default:
-			err = fmt.Errorf("unknown command %q: usage: demo up|serve", os.Args[1])
+			err = fmt.Errorf("unknown command %q: usage: demo up|check|serve", os.Args[1])
 		}
 	}
 	if err != nil {

@@ -23,6 +23,9 @@ type watcher struct {
 	nodes   []string
 	started time.Time
 	seen    map[string]string
+	// notImage, when set, is an image follow does not stop at: the one
+	// the pool ran before a change.
+	notImage string
 }
 
 func newWatcher(kubeconfig string, nodes []string, started time.Time) (*watcher, error) {
@@ -47,7 +50,7 @@ func (w *watcher) show(key, line string) {
 }
 
 // follow polls until every node runs the MachineOSConfig's current image
-// and returns that image. A failed build, the demo's nodes going away or
+// (other than notImage) and returns that image. A failed build, the demo's nodes going away or
 // the deadline end it with an error.
 func (w *watcher) follow(ctx context.Context, served <-chan error) (string, error) {
 	tick := time.NewTicker(500 * time.Millisecond)
@@ -94,7 +97,7 @@ func (w *watcher) poll(ctx context.Context) (string, bool, error) {
 	if image != "" {
 		w.show("mosc", "MachineOSConfig worker: current image "+image)
 	}
-	done := image != "" && current != nil && meta.IsStatusConditionTrue(current.Status.Conditions, v1alpha1.BuildSucceeded)
+	done := image != "" && image != w.notImage && current != nil && meta.IsStatusConditionTrue(current.Status.Conditions, v1alpha1.BuildSucceeded)
 	for _, name := range w.nodes {
 		n := &corev1.Node{}
 		if err := w.c.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
