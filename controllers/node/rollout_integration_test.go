@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -106,12 +107,18 @@ func (f *fixture) rendered(name string) {
 }
 
 // setConfig plays the render controller.
+// setConfig plays the render controller: the pool's rendered config. The
+// rollout controller writes the same status, so a conflict is retried.
 func (f *fixture) setConfig(name string) {
 	ctx := context.Background()
-	p := &v1alpha1.MachineConfigPool{}
-	must(f.t, env.Client.Get(ctx, client.ObjectKey{Name: f.pool}, p))
-	p.Status.Configuration.Name = name
-	must(f.t, env.Client.Status().Update(ctx, p))
+	must(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := &v1alpha1.MachineConfigPool{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: f.pool}, p); err != nil {
+			return err
+		}
+		p.Status.Configuration.Name = name
+		return env.Client.Status().Update(ctx, p)
+	}))
 }
 
 func (f *fixture) addNode(name string, labels map[string]string, original string) string {
@@ -136,16 +143,22 @@ func deleteNode(t *testing.T, name string) {
 	}
 }
 
+// setReady plays the kubelet. The controllers patch the node meanwhile,
+// so a conflict is retried.
 func (f *fixture) setReady(name string, ready bool) {
 	ctx := context.Background()
-	n := &corev1.Node{}
-	must(f.t, env.Client.Get(ctx, client.ObjectKey{Name: name}, n))
 	st := corev1.ConditionFalse
 	if ready {
 		st = corev1.ConditionTrue
 	}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st, Reason: "Test", LastHeartbeatTime: metav1.Now()}}
-	must(f.t, env.Client.Status().Update(ctx, n))
+	must(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := &corev1.Node{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+			return err
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st, Reason: "Test", LastHeartbeatTime: metav1.Now()}}
+		return env.Client.Status().Update(ctx, n)
+	}))
 }
 
 func (f *fixture) node(name string) *corev1.Node {
@@ -352,9 +365,12 @@ func TestPausedPoolIsLeftAlone(t *testing.T) {
 	if got := f.taken("rendered-paused-1", image('c')); len(got) != 0 {
 		t.Errorf("a paused pool's nodes were taken: %v", got)
 	}
-	p := f.poolObj()
-	p.Spec.Paused = false
-	must(t, env.Client.Update(context.Background(), p))
+	// The controller writes the pool's status meanwhile: retry a conflict.
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := f.poolObj()
+		p.Spec.Paused = false
+		return env.Client.Update(context.Background(), p)
+	}))
 	f.waitTaken("rendered-paused-1", image('c'), 1)
 }
 
