@@ -526,3 +526,30 @@ func TestApprovalGateHoldsNodesUntilApproved(t *testing.T) {
 	f.approve("rendered-gate-3", metav1.ConditionTrue, v1alpha1.ReasonApproved, "scan clean")
 	f.waitTaken("rendered-gate-3", image('c'), 1)
 }
+
+// TestApprovalGateOffReleasesTheImage: turning the gate off rolls out the
+// image it held, without anyone approving it.
+func TestApprovalGateOffReleasesTheImage(t *testing.T) {
+	f := newFixture(t, "gateoff", 1, nil)
+	f.layer("rendered-gateoff-1", image('d'))
+	ctx := context.Background()
+	setApproval := func(a v1alpha1.ImageApproval) {
+		t.Helper()
+		must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			mosc := &v1alpha1.MachineOSConfig{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Name: "gateoff"}, mosc); err != nil {
+				return err
+			}
+			mosc.Spec.ImageApproval = a
+			return env.Client.Update(ctx, mosc)
+		}))
+	}
+	setApproval(v1alpha1.ImageApprovalRequired)
+	startController(t)
+	f.waitCondition(v1alpha1.PoolUpdated, "False", v1alpha1.ReasonAwaitingImageApproval, "gateoff-rendered-gateoff-1")
+	if got := f.taken("rendered-gateoff-1", image('d')); len(got) != 0 {
+		t.Fatalf("nodes %v were sent an image nobody approved", got)
+	}
+	setApproval(v1alpha1.ImageApprovalAutomatic)
+	f.waitTaken("rendered-gateoff-1", image('d'), 1)
+}
