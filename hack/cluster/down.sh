@@ -13,15 +13,17 @@ source "$(dirname "$0")/lib.sh"
 # The demo's simulated nodes (hack/demo, make demo) first, while the API
 # server still answers: its process deletes their Nodes, stops their
 # daemons and removes their roots when asked to stop.
+# The pid file holds the pid and its start time: a pid reused by another
+# process since is left alone.
 if [[ -f $state/demo/demo.pid ]]; then
-	demo_pid=$(<"$state/demo/demo.pid")
-	if [[ $demo_pid =~ ^[0-9]+$ ]] && kill -TERM "$demo_pid" 2>/dev/null; then
+	read -r demo_pid demo_start <"$state/demo/demo.pid"
+	if [[ $demo_pid =~ ^[0-9]+$ && -n ${demo_start:-} ]] && alive "$demo_pid" "$demo_start" && kill -TERM "$demo_pid" 2>/dev/null; then
 		log "stopping the demo's simulated nodes (pid $demo_pid)"
 		for _ in $(seq 600); do
-			kill -0 "$demo_pid" 2>/dev/null || break
+			alive "$demo_pid" "$demo_start" || break
 			sleep 0.2
 		done
-		kill -KILL "$demo_pid" 2>/dev/null
+		alive "$demo_pid" "$demo_start" && kill -KILL "$demo_pid" 2>/dev/null
 	fi
 fi
 

@@ -175,7 +175,10 @@ func up(p statePaths) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	if err := os.WriteFile(p.pid, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+	// The start time with the pid, as hack/cluster/lib.sh journals its
+	// processes: down.sh signals the pid only if it is still this process.
+	pidLine := strconv.Itoa(cmd.Process.Pid) + " " + startTime(cmd.Process.Pid) + "\n"
+	if err := os.WriteFile(p.pid, []byte(pidLine), 0o644); err != nil {
 		return err
 	}
 	exited := make(chan error, 1)
@@ -238,26 +241,41 @@ Stop it all: make demo-down
 	return nil
 }
 
+// running is the detached serve's pid, if that process still runs: the
+// pid file's pid with the start time it recorded.
 func running(p statePaths) (int, bool) {
 	raw, err := os.ReadFile(p.pid)
 	if err != nil {
 		return 0, false
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	fields := strings.Fields(string(raw))
+	if len(fields) != 2 {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(fields[0])
 	if err != nil || pid <= 1 {
 		return 0, false
 	}
-	return pid, alive(pid)
+	return pid, startTime(pid) == fields[1]
 }
 
-func alive(pid int) bool {
-	// A zombie (exited, not yet reaped) counts as gone.
+// alive says whether pid still runs (a zombie counts as gone).
+func alive(pid int) bool { return startTime(pid) != "" }
+
+// startTime is the process's start time in clock ticks since boot (field
+// 22 of /proc/PID/stat), which tells it from a later process given the same
+// pid; "" when it is gone or a zombie.
+func startTime(pid int) string {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return false
+		return ""
 	}
+	// The command name, in parentheses, may hold spaces: count after it.
 	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
+	if len(fields) < 20 || fields[0] == "Z" || fields[0] == "X" {
+		return ""
+	}
+	return fields[19]
 }
 
 func run(ctx context.Context, name string, args ...string) (string, error) {
