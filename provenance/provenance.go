@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
 )
 
 // ArtifactType is the OCI artifact type of the provenance referrer.
@@ -168,11 +170,16 @@ func check(in Input) (name.Digest, error) {
 	}
 	for _, f := range []struct{ field, value string }{
 		{"pool", in.Pool}, {"renderedConfig", in.RenderedConfig}, {"machineOSConfig", in.MachineOSConfig},
-		{"strategy", in.Strategy}, {"builderID", in.BuilderID}, {"builderVersion", in.BuilderVersion},
+		{"builderID", in.BuilderID}, {"builderVersion", in.BuilderVersion},
 	} {
 		if f.value == "" {
 			errs = append(errs, fmt.Errorf("%s: must not be empty", f.field))
 		}
+	}
+	// The build type's parameters are documented with these two values;
+	// another would be a provenance no verifier's policy expects.
+	if s := v1alpha1.BuildStrategy(in.Strategy); s != v1alpha1.ConfigLayerStrategy && s != v1alpha1.SingleJobStrategy {
+		errs = append(errs, fmt.Errorf("strategy: %q is not %s or %s", in.Strategy, v1alpha1.ConfigLayerStrategy, v1alpha1.SingleJobStrategy))
 	}
 	if in.MachineOSConfigGeneration < 1 {
 		errs = append(errs, fmt.Errorf("machineOSConfigGeneration: %d is not a generation", in.MachineOSConfigGeneration))

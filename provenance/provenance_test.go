@@ -134,6 +134,7 @@ func TestBadInput(t *testing.T) {
 		"baseImage":                 func(in *provenance.Input) { in.BaseImage = "registry.example.com/os/base:42" },
 		"machineOSConfigGeneration": func(in *provenance.Input) { in.MachineOSConfigGeneration = 0 },
 		"builderID":                 func(in *provenance.Input) { in.BuilderID = "" },
+		"strategy":                  func(in *provenance.Input) { in.Strategy = "Kaniko" },
 		"inputHash":                 func(in *provenance.Input) { in.InputHash = "" },
 	} {
 		in := input()
