@@ -247,6 +247,11 @@ func readLayer(layer []byte) ([]entry, error) {
 		if !utf8.ValidString(p) || (hdr.Linkname != "" && !utf8.ValidString(hdr.Linkname)) {
 			return nil, fmt.Errorf("%q: a name or link target that is not UTF-8 cannot be written to an SPDX document", p)
 		}
+		// The content of a file is in the layer, so no larger than it; a
+		// sparse entry could claim terabytes of zeros to read.
+		if hdr.Size > int64(len(layer)) {
+			return nil, fmt.Errorf("%s: claims %d bytes, more than the whole layer (%d)", p, hdr.Size, len(layer))
+		}
 		var data []byte
 		if hdr.Typeflag == tar.TypeReg {
 			if data, err = io.ReadAll(tr); err != nil {

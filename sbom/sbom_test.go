@@ -413,3 +413,73 @@ func generateAndRead(t *testing.T, in sbom.Input) *sbom.Description {
 	}
 	return d
 }
+
+// sparseLayer is a layer of one file in the PAX sparse format 1.0 that
+// claims size bytes and stores none. Go's tar writer writes no sparse
+// file, so the blocks are made by hand: a PAX header with the GNU.sparse
+// records, then the file's header (a regular file) and its sparse map
+// (no data regions).
+func sparseLayer(name string, size int64) []byte {
+	var records string
+	for _, kv := range [][2]string{
+		{"GNU.sparse.major", "1"}, {"GNU.sparse.minor", "0"},
+		{"GNU.sparse.name", name}, {"GNU.sparse.realsize", fmt.Sprint(size)},
+	} {
+		// A record's length counts its own digits.
+		rec := " " + kv[0] + "=" + kv[1] + "\n"
+		n := len(rec) + len(fmt.Sprint(len(rec)))
+		n = len(rec) + len(fmt.Sprint(n))
+		records += fmt.Sprint(n) + rec
+	}
+	sparseMap := "0\n" // no data regions
+	var out []byte
+	out = append(out, ustarBlock("PaxHeaders/"+name, 'x', len(records))...)
+	out = append(out, padded(records)...)
+	// The map is read a block at a time: the stored size is its block.
+	out = append(out, ustarBlock(name, '0', len(padded(sparseMap)))...)
+	out = append(out, padded(sparseMap)...)
+	return append(out, make([]byte, 1024)...)
+}
+
+// ustarBlock is a ustar header block with its checksum.
+func ustarBlock(name string, typeflag byte, size int) []byte {
+	hdr := make([]byte, 512)
+	copy(hdr[0:], name)
+	copy(hdr[100:], "0000644\x00")
+	copy(hdr[108:], "0000000\x00")
+	copy(hdr[116:], "0000000\x00")
+	copy(hdr[124:], fmt.Sprintf("%011o\x00", size))
+	copy(hdr[136:], "00000000000\x00")
+	hdr[156] = typeflag
+	copy(hdr[257:], "ustar\x0000")
+	copy(hdr[148:], "        ")
+	sum := 0
+	for _, b := range hdr {
+		sum += int(b)
+	}
+	copy(hdr[148:], fmt.Sprintf("%06o\x00 ", sum))
+	return hdr
+}
+
+func padded(s string) []byte {
+	return append([]byte(s), make([]byte, (512-len(s)%512)%512)...)
+}
+
+// TestSparseFileIsRefused: a layer entry that claims more bytes than the
+// layer holds is refused, not read as a terabyte of zeros.
+func TestSparseFileIsRefused(t *testing.T) {
+	in := sampleInput(t)
+	in.Layer = sparseLayer("etc/huge", 1<<40)
+	_, err := sbom.Generate(in)
+	if err == nil || !strings.Contains(err.Error(), "etc/huge") || !strings.Contains(err.Error(), "more than the whole layer") {
+		t.Fatalf("error %v, want one saying /etc/huge claims more than the layer", err)
+	}
+	// The same blocks with a size that fits are a file of zeros, so they
+	// are a sparse file the tar reader understands.
+	in.Layer = sparseLayer("etc/small", 16)
+	d := generateAndRead(t, in)
+	sum := sha256.Sum256(make([]byte, 16))
+	if len(d.Files) != 1 || d.Files[0].Path != "/etc/small" || d.Files[0].SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("files %+v, want /etc/small with 16 zero bytes", d.Files)
+	}
+}
