@@ -106,7 +106,6 @@ func (f *fixture) rendered(name string) {
 	must(f.t, env.Client.Create(context.Background(), mc))
 }
 
-// setConfig plays the render controller.
 // setConfig plays the render controller: the pool's rendered config. The
 // rollout controller writes the same status, so a conflict is retried.
 func (f *fixture) setConfig(name string) {

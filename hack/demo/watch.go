@@ -50,8 +50,8 @@ func (w *watcher) show(key, line string) {
 }
 
 // follow polls until every node runs the MachineOSConfig's current image
-// (other than notImage) and returns that image. A failed build, the demo's nodes going away or
-// the deadline end it with an error.
+// (other than notImage) and returns that image. A failed build, the
+// demo's nodes going away or the deadline end it with an error.
 func (w *watcher) follow(ctx context.Context, served <-chan error) (string, error) {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
