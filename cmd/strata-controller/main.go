@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/strata-dev/strata/controllers/build"
+	"github.com/strata-dev/strata/controllers/degraded"
 	"github.com/strata-dev/strata/controllers/node"
 	"github.com/strata-dev/strata/controllers/render"
 	"github.com/strata-dev/strata/internal/scheme"
@@ -171,6 +172,9 @@ func run(o options) error {
 		Recorder: mgr.GetEventRecorder("strata-drain"),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the drain controller: %w", err)
+	}
+	if err := (&degraded.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the pool Degraded controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

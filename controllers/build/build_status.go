@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,8 +101,8 @@ func setConfigStatus(s *scope) {
 	meta.SetStatusCondition(&mosc.Status.Conditions, degraded)
 }
 
-// setPoolStatus sets the pool's ImageBuildDegraded condition (and with it
-// Degraded) from the MachineOSConfig's Degraded condition.
+// setPoolStatus sets the pool's ImageBuildDegraded condition (its share,
+// poolstatus.Build) from the MachineOSConfig's Degraded condition.
 func (r *Reconciler) setPoolStatus(ctx context.Context, s *scope) error {
 	if s.pool == nil {
 		return nil
@@ -118,14 +117,7 @@ func (r *Reconciler) setPoolStatus(ctx context.Context, s *scope) error {
 	}
 	cond.Message = status.Message(cond.Message)
 	meta.SetStatusCondition(&pool.Status.Conditions, cond)
-	poolstatus.SetDegraded(pool)
-	if equality.Semantic.DeepEqual(pool.Status, s.pool.Status) {
-		return nil
-	}
-	if err := status.Patch(ctx, r.Client, s.pool, pool); err != nil {
-		return fmt.Errorf("patch status of pool %s: %w", pool.Name, err)
-	}
-	return nil
+	return poolstatus.Build.Apply(ctx, r.Client, s.pool, pool)
 }
 
 // releasePools releases every pool the MachineOSConfig claimed but does
@@ -164,9 +156,8 @@ func (r *Reconciler) releasePool(ctx context.Context, mosc *v1alpha1.MachineOSCo
 	}
 	before := pool.DeepCopy()
 	if meta.RemoveStatusCondition(&pool.Status.Conditions, v1alpha1.PoolImageBuildDegraded) {
-		poolstatus.SetDegraded(pool)
-		if err := status.Patch(ctx, r.Client, before, pool); err != nil {
-			return fmt.Errorf("patch status of pool %s: %w", pool.Name, err)
+		if err := poolstatus.Build.Apply(ctx, r.Client, before, pool); err != nil {
+			return err
 		}
 		before = pool.DeepCopy()
 	}

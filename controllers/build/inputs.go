@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/internal/layering"
 	"github.com/strata-dev/strata/internal/registry"
 )
 
@@ -139,23 +140,19 @@ func (r *Reconciler) keychain(ctx context.Context, s *scope, fieldName string, r
 }
 
 // claimPool makes mosc the one MachineOSConfig of the pool, unless
-// another live one claimed it first; it returns that one's name. The claim
-// is an annotation on the pool written with an optimistic lock, so two
-// MachineOSConfigs racing for a pool cannot both win.
+// another one holds it (layering.Holder, the rule the rollout reads too);
+// it returns that one's name. The claim is an annotation on the pool
+// written with an optimistic lock, so two MachineOSConfigs racing for a
+// pool cannot both win.
 func (r *Reconciler) claimPool(ctx context.Context, mosc *v1alpha1.MachineOSConfig, pool *v1alpha1.MachineConfigPool) (string, error) {
-	claim := pool.Annotations[v1alpha1.LayeredByAnnotation]
-	if claim == mosc.Name {
+	holder, err := layering.Holder(ctx, r.Client, pool)
+	switch {
+	case err != nil:
+		return "", err
+	case holder != nil && holder.Name != mosc.Name:
+		return holder.Name, nil
+	case holder != nil:
 		return "", nil
-	}
-	if claim != "" {
-		holder := &v1alpha1.MachineOSConfig{}
-		err := r.Client.Get(ctx, client.ObjectKey{Name: claim}, holder)
-		switch {
-		case err == nil && holder.DeletionTimestamp.IsZero() && holder.Spec.MachineConfigPool.Name == pool.Name:
-			return claim, nil
-		case err != nil && !apierrors.IsNotFound(err):
-			return "", err
-		}
 	}
 	before := pool.DeepCopy()
 	if pool.Annotations == nil {

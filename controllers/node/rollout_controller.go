@@ -22,11 +22,9 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/controllers/node/plan"
+	"github.com/strata-dev/strata/internal/poolstatus"
 	"github.com/strata-dev/strata/internal/status"
 )
-
-// moscPoolIndex indexes MachineOSConfigs by the pool they layer.
-const moscPoolIndex = "strata.spec.machineConfigPool.name"
 
 // DefaultHealthCheckTimeout and DefaultDrainTimeout apply when a pool does
 // not set its own.
@@ -57,11 +55,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := idx.IndexField(ctx, &corev1.Node{}, poolIndex, indexNodeByPool); err != nil {
 		return fmt.Errorf("index nodes by pool: %w", err)
 	}
-	if err := idx.IndexField(ctx, &v1alpha1.MachineOSConfig{}, moscPoolIndex, func(o client.Object) []string {
-		return []string{o.(*v1alpha1.MachineOSConfig).Spec.MachineConfigPool.Name}
-	}); err != nil {
-		return fmt.Errorf("index MachineOSConfigs by pool: %w", err)
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("rollout").
 		For(&v1alpha1.MachineConfigPool{}, builder.WithPredicates(poolChanged())).
@@ -78,13 +71,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// poolChanged passes a pool's spec changes and a new rendered config, not
-// the status this controller writes itself.
+// poolChanged passes a pool's spec changes, a new rendered config and a
+// claim taken or released (which MachineOSConfig layers it), not the
+// status this controller writes itself.
 func poolChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld.(*v1alpha1.MachineConfigPool), e.ObjectNew.(*v1alpha1.MachineConfigPool)
 			return o.Generation != n.Generation || o.Status.Configuration.Name != n.Status.Configuration.Name ||
+				o.Annotations[v1alpha1.LayeredByAnnotation] != n.Annotations[v1alpha1.LayeredByAnnotation] ||
 				!equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.DeletionTimestamp != n.DeletionTimestamp
 		},
 	}
@@ -249,15 +244,16 @@ func (r *Reconciler) apply(ctx context.Context, s *scope, nodes map[string]*core
 	return errors.Join(errs...)
 }
 
-// writeStatus patches the pool's status when it changed.
+// writeStatus writes the pool's status this controller owns when it
+// changed.
 func (r *Reconciler) writeStatus(ctx context.Context, s *scope) error {
 	next := s.pool.DeepCopy()
 	setStatus(next, s)
 	if equality.Semantic.DeepEqual(next.Status, s.pool.Status) {
 		return nil
 	}
-	if err := status.Patch(ctx, r.Client, s.pool, next); err != nil {
-		return fmt.Errorf("write status of pool %s: %w", s.pool.Name, err)
+	if err := poolstatus.Rollout.Apply(ctx, r.Client, s.pool, next); err != nil {
+		return err
 	}
 	for _, t := range []string{v1alpha1.PoolUpdated, v1alpha1.PoolNodeDegraded} {
 		old, now := meta.FindStatusCondition(s.pool.Status.Conditions, t), meta.FindStatusCondition(next.Status.Conditions, t)

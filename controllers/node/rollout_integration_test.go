@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers/degraded"
 	"github.com/strata-dev/strata/internal/testenv"
 )
 
@@ -44,6 +45,9 @@ func startController(t *testing.T) *testenv.Logs {
 	logs := testenv.NewLogs(1)
 	env.StartManager(t, ctrl.Options{Cache: cache.Options{ByObject: CacheByObject()}, Logger: logs.Logger()}, func(mgr ctrl.Manager) error {
 		if err := (&Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("strata-rollout")}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+		if err := (&degraded.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 		return (&DrainReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("strata-drain"), Attempt: 2 * time.Second}).SetupWithManager(mgr)
@@ -209,7 +213,8 @@ func (f *fixture) taken(config, img string) []string {
 }
 
 // layer makes a MachineOSConfig for the pool whose build of config
-// succeeded with img.
+// succeeded with img, and claims the pool for it as the build controller
+// does (layering.Holder reads the claim).
 func (f *fixture) layer(config, img string) {
 	ctx := context.Background()
 	mosc := &v1alpha1.MachineOSConfig{
@@ -224,6 +229,14 @@ func (f *fixture) layer(config, img string) {
 		},
 	}
 	must(f.t, env.Client.Create(ctx, mosc))
+	must(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pool := f.poolObj()
+		if pool.Annotations == nil {
+			pool.Annotations = map[string]string{}
+		}
+		pool.Annotations[v1alpha1.LayeredByAnnotation] = mosc.Name
+		return env.Client.Update(ctx, pool)
+	}))
 	f.build(config, img, true)
 }
 

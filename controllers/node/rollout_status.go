@@ -9,7 +9,6 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/controllers/node/plan"
-	"github.com/strata-dev/strata/internal/poolstatus"
 	"github.com/strata-dev/strata/internal/status"
 )
 
@@ -17,9 +16,9 @@ import (
 // say how many there are.
 const maxListed = 10
 
-// setStatus computes every part of the pool's status this controller owns,
-// every time: the machine counts and the Updated, Updating and
-// NodeDegraded conditions (and with them the aggregate Degraded).
+// setStatus computes every part of the pool's status this controller owns
+// (poolstatus.Rollout), every time: the machine counts and the Updated,
+// Updating and NodeDegraded conditions.
 func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 	res := s.result
 	st := &pool.Status
@@ -110,7 +109,6 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		c.Message = status.Message(c.Message)
 		meta.SetStatusCondition(&st.Conditions, *c)
 	}
-	poolstatus.SetDegraded(pool)
 }
 
 func describeTarget(t target) string {

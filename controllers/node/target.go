@@ -14,6 +14,7 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/controllers/node/plan"
+	"github.com/strata-dev/strata/internal/layering"
 )
 
 var digested = regexp.MustCompile(v1alpha1.DigestedPullSpecPattern)
@@ -34,8 +35,8 @@ type target struct {
 
 // targetFor works out what the pool's nodes should run:
 //
-//   - a layered pool (a MachineOSConfig names it and is not being
-//     deleted): the MachineOSConfig's current image, but only once the
+//   - a layered pool (layering.Holder: the MachineOSConfig whose claim
+//     the build controller recorded on the pool): its current image, but only once the
 //     build of the pool's current rendered config has succeeded, so that
 //     nodes never get an image of another configuration;
 //   - otherwise the rendered config's osImageURL, which must be pinned by
@@ -49,7 +50,7 @@ func (r *Reconciler) targetFor(ctx context.Context, pool *v1alpha1.MachineConfig
 		t.Waiting = "The pool has no rendered configuration yet"
 		return t, nil
 	}
-	mosc, err := r.layeredBy(ctx, pool.Name)
+	mosc, err := layering.Holder(ctx, r.Client, pool)
 	if err != nil {
 		return t, err
 	}
@@ -92,29 +93,6 @@ func (r *Reconciler) targetFor(ctx context.Context, pool *v1alpha1.MachineConfig
 	}
 	t.ignored = split.ImageOnly
 	return t, nil
-}
-
-// layeredBy is the MachineOSConfig that layers the pool, or nil. One being
-// deleted no longer counts: its pool rolls back while the finalizer runs.
-func (r *Reconciler) layeredBy(ctx context.Context, pool string) (*v1alpha1.MachineOSConfig, error) {
-	var list v1alpha1.MachineOSConfigList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{moscPoolIndex: pool}); err != nil {
-		return nil, fmt.Errorf("list MachineOSConfigs of pool %s: %w", pool, err)
-	}
-	var found *v1alpha1.MachineOSConfig
-	for i := range list.Items {
-		m := &list.Items[i]
-		if m.DeletionTimestamp != nil {
-			continue
-		}
-		// Two MachineOSConfigs for one pool: the build controller reports
-		// it; the oldest one (by name on ties) is the one that builds.
-		if found == nil || m.CreationTimestamp.Before(&found.CreationTimestamp) ||
-			(m.CreationTimestamp.Equal(&found.CreationTimestamp) && m.Name < found.Name) {
-			found = m
-		}
-	}
-	return found, nil
 }
 
 // builtImage is the layered pool's image for the rendered config, or why

@@ -32,6 +32,7 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/internal/history"
+	"github.com/strata-dev/strata/internal/poolstatus"
 	"github.com/strata-dev/strata/internal/status"
 	"github.com/strata-dev/strata/internal/version"
 	"github.com/strata-dev/strata/machineconfig"
@@ -176,11 +177,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	}
 
 	setStatus(pool, rendered, sources, renderErr)
-	// Other controllers own other conditions of the pool.
-	if !equality.Semantic.DeepEqual(before.Status, pool.Status) {
-		if err := status.Patch(ctx, r.Client, before, pool); err != nil {
-			return fmt.Errorf("patch status of pool %s: %w", pool.Name, err)
-		}
+	// Other controllers own other parts of the pool's status.
+	if err := poolstatus.Render.Apply(ctx, r.Client, before, pool); err != nil {
+		return err
 	}
 	logger := log.FromContext(ctx)
 	wasDegraded := meta.IsStatusConditionTrue(before.Status.Conditions, v1alpha1.PoolRenderDegraded)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers/degraded"
 	"github.com/strata-dev/strata/internal/testenv"
 )
 
@@ -44,10 +45,13 @@ func startController(t *testing.T, history int) (stop func()) {
 }
 
 // setup registers the render controller and its garbage collector, as
-// strata-controller does.
+// strata-controller does, and the owner of the pool's Degraded summary.
 func setup(mgr ctrl.Manager, history int) error {
 	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("strata-render")}
 	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&degraded.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&GCReconciler{Client: mgr.GetClient(), History: history}).SetupWithManager(mgr)
@@ -302,9 +306,9 @@ func TestInvalidThenFixed(t *testing.T) {
 	if p.Status.Configuration.Name != good.Name {
 		t.Errorf("pool moved to %s on bad input, want it to keep %s", p.Status.Configuration.Name, good.Name)
 	}
-	if d := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.PoolDegraded); d == nil || d.Status != metav1.ConditionTrue {
-		t.Errorf("Degraded = %v, want True while a MachineConfig is invalid", d)
-	}
+	// Degraded is the degraded controller's summary: it follows
+	// RenderDegraded in its own write.
+	waitDegraded(t, "inv", metav1.ConditionTrue, "while a MachineConfig is invalid")
 	if got := renderedOf(t, "inv"); !slices.Equal(got, []string{good.Name}) {
 		t.Errorf("rendered configs %v: a bad input must make none", got)
 	}
@@ -320,9 +324,18 @@ func TestInvalidThenFixed(t *testing.T) {
 	if fixed.Name == good.Name {
 		t.Error("the fix did not render a new config")
 	}
-	if d := meta.FindStatusCondition(getPool(t, "inv").Status.Conditions, v1alpha1.PoolDegraded); d == nil || d.Status != metav1.ConditionFalse {
-		t.Errorf("Degraded = %v after the fix", d)
-	}
+	waitDegraded(t, "inv", metav1.ConditionFalse, "after the fix")
+}
+
+// waitDegraded waits for the pool's Degraded condition to have status.
+func waitDegraded(t *testing.T, pool string, status metav1.ConditionStatus, when string) {
+	t.Helper()
+	eventually(t, "Degraded "+string(status)+" "+when, func() error {
+		if d := meta.FindStatusCondition(getPool(t, pool).Status.Conditions, v1alpha1.PoolDegraded); d == nil || d.Status != status {
+			return fmt.Errorf("Degraded = %v", d)
+		}
+		return nil
+	})
 }
 
 func TestSelectorChange(t *testing.T) {

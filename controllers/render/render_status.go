@@ -8,13 +8,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/internal/poolstatus"
 	"github.com/strata-dev/strata/internal/status"
 )
 
-// setStatus computes the parts of the pool's status this controller owns:
-// the configuration and the RenderDegraded condition (and with it the
-// aggregate Degraded). On a render error the configuration is left as it
+// setStatus computes the parts of the pool's status this controller owns
+// (poolstatus.Render): the configuration and the RenderDegraded
+// condition. On a render error the configuration is left as it
 // was: the pool keeps its last good configuration.
 func setStatus(pool *v1alpha1.MachineConfigPool, rendered *v1alpha1.MachineConfig, sources []v1alpha1.MachineConfig, renderErr error) {
 	pool.Status.ObservedGeneration = pool.Generation
@@ -44,5 +43,4 @@ func setStatus(pool *v1alpha1.MachineConfigPool, rendered *v1alpha1.MachineConfi
 		pool.Status.Configuration = v1alpha1.MachineConfigPoolStatusConfiguration{Name: rendered.Name, Source: refs}
 	}
 	meta.SetStatusCondition(&pool.Status.Conditions, cond)
-	poolstatus.SetDegraded(pool)
 }
