@@ -29,20 +29,19 @@ const BuilderID = "https://github.com/strata-dev/strata/controllers/build"
 // retrying cannot help. A registry that did not answer leaves the build
 // Building, says so, and is retried with the controller's backoff: the
 // image is there, and a later try attaches the same bytes.
-func (r *Reconciler) attachAndFinish(ctx context.Context, s *scope, in *inputs, before *v1alpha1.MachineOSBuild, image string) error {
+func (r *Reconciler) attachAndFinish(ctx context.Context, s *scope, in *inputs, image string) error {
 	b := s.build
 	failure, err := r.attach(ctx, s, in, image)
 	if err != nil {
 		setBuildConditions(b, stateBuilding, "Attaching the SBOM and provenance to "+image+" failed, retrying: "+registry.Explain(err).Error())
-		if perr := status.Patch(ctx, r.Client, before, b); perr != nil {
-			return perr
-		}
 		return fmt.Errorf("build %s: attach the SBOM and provenance to %s: %w", b.Name, image, err)
 	}
 	if failure != nil {
-		return r.finish(ctx, s, before, stateFailed, failure, "")
+		r.finish(ctx, s, stateFailed, failure, "")
+		return nil
 	}
-	return r.finish(ctx, s, before, stateSucceeded, nil, image)
+	r.finish(ctx, s, stateSucceeded, nil, image)
+	return nil
 }
 
 // attach makes the SBOM and provenance of image and attaches them as its

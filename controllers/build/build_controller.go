@@ -2,6 +2,7 @@ package build
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -203,6 +204,14 @@ type scope struct {
 	mosc  *v1alpha1.MachineOSConfig
 	pool  *v1alpha1.MachineConfigPool
 	build *v1alpha1.MachineOSBuild // the build of the current inputs
+	// buildBefore is build as read (or created): the reconcile changes
+	// build's status in memory and writes it against this once, at its
+	// end (writeBuildStatus), even when it fails.
+	buildBefore *v1alpha1.MachineOSBuild
+	// written are what is said and counted (Events, logs, metrics) once
+	// the build's status is written: a reconcile whose write lost a
+	// conflict does it all again and must not say it twice.
+	written []func()
 	// problem is why the inputs cannot be built; nil when they can.
 	problem *problem
 	// waiting says what the build waits for (a rendered config).
@@ -214,6 +223,14 @@ type scope struct {
 	// removeAnnotations are requests (rebuild, resolve-base) handled in
 	// this reconcile, taken off the MachineOSConfig at its end.
 	removeAnnotations []string
+}
+
+// afterWrite runs fn once the build's status is written.
+func (s *scope) afterWrite(fn func()) { s.written = append(s.written, fn) }
+
+// setBuild makes b the build of the current inputs, as read.
+func (s *scope) setBuild(b *v1alpha1.MachineOSBuild) {
+	s.build, s.buildBefore = b, b.DeepCopy()
 }
 
 // requeue asks for a reconcile within d.
@@ -248,8 +265,11 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	before := mosc.DeepCopy()
 	s := &scope{mosc: mosc}
-	if err := r.reconcileBuild(ctx, s); err != nil {
-		return ctrl.Result{}, err
+	err := r.reconcileBuild(ctx, s)
+	// The build's progress is written even when a step failed, so that
+	// the status says what is being retried.
+	if werr := r.writeBuildStatus(ctx, s); werr != nil || err != nil {
+		return ctrl.Result{}, errors.Join(err, werr)
 	}
 	setConfigStatus(s)
 	logProblem(ctx, before, mosc)
@@ -305,11 +325,11 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 	}
 	for i := range builds {
 		if builds[i].Name == name {
-			s.build = &builds[i]
+			s.setBuild(&builds[i])
 		}
 	}
 	if s.build == nil {
-		if s.build, err = r.createBuild(ctx, s, name, in); err != nil {
+		if err := r.createBuild(ctx, s, name, in); err != nil {
 			return err
 		}
 	}
@@ -374,7 +394,9 @@ func pushSpecFor(mosc *v1alpha1.MachineOSConfig, build string) string {
 	return repository(mosc.Spec.RenderedImagePushSpec) + ":" + tag
 }
 
-func (r *Reconciler) createBuild(ctx context.Context, s *scope, name string, in *inputs) (*v1alpha1.MachineOSBuild, error) {
+// createBuild makes the build of the current inputs, Prepared; its status
+// is written with the rest of the reconcile's.
+func (r *Reconciler) createBuild(ctx context.Context, s *scope, name string, in *inputs) error {
 	b := &v1alpha1.MachineOSBuild{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name,
@@ -391,21 +413,37 @@ func (r *Reconciler) createBuild(ctx context.Context, s *scope, name string, in 
 		},
 	}
 	if err := controllerutil.SetControllerReference(s.mosc, b, r.Client.Scheme()); err != nil {
-		return nil, err
+		return err
 	}
 	if err := r.Client.Create(ctx, b); err != nil {
-		return nil, fmt.Errorf("create MachineOSBuild %s: %w", name, err)
-	}
-	before := b.DeepCopy()
-	b.Status.BaseImagePullSpec = in.base
-	setBuildConditions(b, statePrepared, "Rendered "+in.rendered.Name+" on "+in.base)
-	if err := status.Patch(ctx, r.Client, before, b); err != nil {
-		return nil, fmt.Errorf("patch status of MachineOSBuild %s: %w", name, err)
+		return fmt.Errorf("create MachineOSBuild %s: %w", name, err)
 	}
 	log.FromContext(ctx).Info("Created build", "build", name, "renderedConfig", in.rendered.Name, "base", in.base, "inputsHash", in.hash)
-	r.Recorder.Eventf(b, s.mosc, corev1.EventTypeNormal, v1alpha1.BuildPrepared, "Prepare",
-		"Prepared build of %s on base %s", in.rendered.Name, in.base)
-	return b, nil
+	s.setBuild(b)
+	b.Status.BaseImagePullSpec = in.base
+	setBuildConditions(b, statePrepared, "Rendered "+in.rendered.Name+" on "+in.base)
+	s.afterWrite(func() {
+		r.Recorder.Eventf(b, s.mosc, corev1.EventTypeNormal, v1alpha1.BuildPrepared, "Prepare",
+			"Prepared build of %s on base %s", in.rendered.Name, in.base)
+	})
+	return nil
+}
+
+// writeBuildStatus writes what the reconcile changed of the build's
+// status, in one patch, and then says what it did. The patch carries an
+// optimistic lock: an approver may have set ImageApproved since the build
+// was read, and a write from a stale copy must not drop it.
+func (r *Reconciler) writeBuildStatus(ctx context.Context, s *scope) error {
+	if s.build == nil {
+		return nil
+	}
+	if err := status.Patch(ctx, r.Client, s.buildBefore, s.build); err != nil {
+		return fmt.Errorf("patch status of MachineOSBuild %s: %w", s.build.Name, err)
+	}
+	for _, fn := range s.written {
+		fn()
+	}
+	return nil
 }
 
 func (r *Reconciler) buildsOf(ctx context.Context, mosc string) ([]v1alpha1.MachineOSBuild, error) {

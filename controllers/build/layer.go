@@ -17,7 +17,6 @@ import (
 	"github.com/strata-dev/strata/builder/direct"
 	"github.com/strata-dev/strata/builder/job"
 	"github.com/strata-dev/strata/internal/registry"
-	"github.com/strata-dev/strata/internal/status"
 )
 
 // layerTimeout bounds making and pushing the configuration layer. It is
@@ -35,11 +34,11 @@ var baseTrees = direct.NewBaseCache(16)
 // runConfigLayer builds with the ConfigLayer strategy: the admin stage
 // (found in the registry, or built by a Job, or the base itself), then the
 // configuration layer on top, made and pushed here.
-func (r *Reconciler) runConfigLayer(ctx context.Context, s *scope, in *inputs, before *v1alpha1.MachineOSBuild) error {
+func (r *Reconciler) runConfigLayer(ctx context.Context, s *scope, in *inputs) error {
 	b := s.build
 	admin := stageStatus(b, v1alpha1.BuildStageAdmin)
 	if admin.Image == "" || admin.Duration == nil {
-		done, err := r.adminStage(ctx, s, in, admin, before)
+		done, err := r.adminStage(ctx, s, in, admin)
 		if err != nil || !done {
 			return err
 		}
@@ -53,18 +52,18 @@ func (r *Reconciler) runConfigLayer(ctx context.Context, s *scope, in *inputs, b
 	// tried again is not pushed again.
 	st := stageStatus(b, v1alpha1.BuildStageConfigLayer)
 	if st.Image == "" || st.Duration == nil {
-		done, err := r.pushConfigLayer(ctx, s, in, admin, st, before)
+		done, err := r.pushConfigLayer(ctx, s, in, admin, st)
 		if err != nil || !done {
 			return err
 		}
 	}
-	return r.attachAndFinish(ctx, s, in, before, st.Image)
+	return r.attachAndFinish(ctx, s, in, st.Image)
 }
 
 // pushConfigLayer appends the configuration layer to the admin stage and
 // pushes the image, recording it in the stage's status; it says whether
 // it did. A failure retrying cannot fix finishes the build.
-func (r *Reconciler) pushConfigLayer(ctx context.Context, s *scope, in *inputs, admin, st *v1alpha1.BuildStageStatus, before *v1alpha1.MachineOSBuild) (bool, error) {
+func (r *Reconciler) pushConfigLayer(ctx context.Context, s *scope, in *inputs, admin, st *v1alpha1.BuildStageStatus) (bool, error) {
 	b := s.build
 	adminKC := s.pushKC
 	if admin.Image == in.base {
@@ -99,13 +98,11 @@ func (r *Reconciler) pushConfigLayer(ctx context.Context, s *scope, in *inputs, 
 			// A registry that did not answer may next time: say so and
 			// retry with the controller's backoff.
 			setBuildConditions(b, stateBuilding, "Adding the configuration layer failed, retrying: "+failure.Message)
-			if perr := status.Patch(ctx, r.Client, before, b); perr != nil {
-				return false, perr
-			}
 			return false, fmt.Errorf("build %s: %s", b.Name, failure.Message)
 		}
 		endStage(st)
-		return false, r.finish(ctx, s, before, stateFailed, failure, "")
+		r.finish(ctx, s, stateFailed, failure, "")
+		return false, nil
 	}
 	st.Image = res.Image
 	st.Duration = &metav1.Duration{Duration: (res.LayerTime + res.PushTime).Round(time.Millisecond)}
@@ -114,8 +111,8 @@ func (r *Reconciler) pushConfigLayer(ctx context.Context, s *scope, in *inputs, 
 
 // adminStage finds or builds the admin stage image and records it in the
 // stage's status; it says whether the stage is done. A stage that is still
-// building has its progress patched into the build's status.
-func (r *Reconciler) adminStage(ctx context.Context, s *scope, in *inputs, admin *v1alpha1.BuildStageStatus, before *v1alpha1.MachineOSBuild) (bool, error) {
+// building has its progress recorded in the build's status.
+func (r *Reconciler) adminStage(ctx context.Context, s *scope, in *inputs, admin *v1alpha1.BuildStageStatus) (bool, error) {
 	b := s.build
 	stage := in.result.Stages.Admin
 	if stage == nil {
@@ -158,14 +155,15 @@ func (r *Reconciler) adminStage(ctx context.Context, s *scope, in *inputs, admin
 		endStage(admin)
 		failure := st.Failure
 		failure.Stage = v1alpha1.BuildStageAdmin
-		return false, r.finish(ctx, s, before, stateFailed, failure, "")
+		r.finish(ctx, s, stateFailed, failure, "")
+		return false, nil
 	case job.PhaseRunning:
 		setBuildConditions(b, stateBuilding, "Job "+jobName+" is building the admin stage "+tag)
 	default:
 		setBuildConditions(b, statePrepared, "Job "+jobName+" is waiting for its pod to build the admin stage "+tag)
 	}
-	r.eventBuilding(before, b, jobName)
-	return false, status.Patch(ctx, r.Client, before, b)
+	r.eventBuilding(s, jobName)
+	return false, nil
 }
 
 // reuse records an admin stage that needed no build.

@@ -24,15 +24,15 @@ import (
 )
 
 // runBuild drives a build that is not finished yet with the strategy its
-// inputs allow, and copies its progress into the build's status.
+// inputs allow, and copies its progress into the build's status (which
+// the reconcile writes once, at its end).
 func (r *Reconciler) runBuild(ctx context.Context, s *scope, in *inputs) error {
 	b := s.build
-	before := b.DeepCopy()
 	b.Status.Strategy, b.Status.StrategyReason = strategyOf(s.mosc, in.result)
 	if b.Status.Strategy == v1alpha1.ConfigLayerStrategy {
-		return r.runConfigLayer(ctx, s, in, before)
+		return r.runConfigLayer(ctx, s, in)
 	}
-	return r.runSingleJob(ctx, s, in, before)
+	return r.runSingleJob(ctx, s, in)
 }
 
 // strategyOf is the strategy a build of res runs with, and why it is not
@@ -50,7 +50,7 @@ func strategyOf(mosc *v1alpha1.MachineOSConfig, res *containerfile.Result) (v1al
 }
 
 // runSingleJob builds the whole image in one Job.
-func (r *Reconciler) runSingleJob(ctx context.Context, s *scope, in *inputs, before *v1alpha1.MachineOSBuild) error {
+func (r *Reconciler) runSingleJob(ctx context.Context, s *scope, in *inputs) error {
 	b := s.build
 	st, jobName, err := r.driveJob(ctx, s, in.result, b.Spec.RenderedImagePushSpec)
 	if err != nil {
@@ -63,17 +63,18 @@ func (r *Reconciler) runSingleJob(ctx context.Context, s *scope, in *inputs, bef
 		image := repository(b.Spec.RenderedImagePushSpec) + "@" + st.Digest
 		stage.Image = image
 		endStage(stage)
-		return r.attachAndFinish(ctx, s, in, before, image)
+		return r.attachAndFinish(ctx, s, in, image)
 	case job.PhaseFailed:
 		endStage(stage)
-		return r.finish(ctx, s, before, stateFailed, st.Failure, "")
+		r.finish(ctx, s, stateFailed, st.Failure, "")
+		return nil
 	case job.PhaseRunning:
 		setBuildConditions(b, stateBuilding, "Job "+jobName+" is building")
 	default:
 		setBuildConditions(b, statePrepared, "Job "+jobName+" is waiting for its pod")
 	}
-	r.eventBuilding(before, b, jobName)
-	return status.Patch(ctx, r.Client, before, b)
+	r.eventBuilding(s, jobName)
+	return nil
 }
 
 // driveJob makes sure the Job that builds res and pushes it to pushSpec
@@ -147,10 +148,14 @@ func (r *Reconciler) driveJob(ctx context.Context, s *scope, res *containerfile.
 	return st, jb.Name, nil
 }
 
-// eventBuilding says once that a build's Job started building.
-func (r *Reconciler) eventBuilding(before, b *v1alpha1.MachineOSBuild, jobName string) {
-	if isTrue(b, v1alpha1.BuildBuilding) && !isTrue(before, v1alpha1.BuildBuilding) {
-		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, v1alpha1.BuildBuilding, "Build", "Building in Job %s/%s", r.Config.Namespace, jobName)
+// eventBuilding says once, when the status saying so is written, that a
+// build's Job started building.
+func (r *Reconciler) eventBuilding(s *scope, jobName string) {
+	b := s.build
+	if isTrue(b, v1alpha1.BuildBuilding) && !isTrue(s.buildBefore, v1alpha1.BuildBuilding) {
+		s.afterWrite(func() {
+			r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, v1alpha1.BuildBuilding, "Build", "Building in Job %s/%s", r.Config.Namespace, jobName)
+		})
 	}
 }
 
@@ -184,9 +189,9 @@ func endStage(st *v1alpha1.BuildStageStatus) {
 	}
 }
 
-// finish moves the build to a terminal state, with an event and metrics;
-// the status is patched against before.
-func (r *Reconciler) finish(ctx context.Context, s *scope, before *v1alpha1.MachineOSBuild, state buildState, failure *v1alpha1.BuildFailure, image string) error {
+// finish moves the build to a terminal state, with an event and metrics
+// once that state is written.
+func (r *Reconciler) finish(ctx context.Context, s *scope, state buildState, failure *v1alpha1.BuildFailure, image string) {
 	b := s.build
 	now := metav1.Now()
 	b.Status.BuildEnd = &now
@@ -203,21 +208,19 @@ func (r *Reconciler) finish(ctx context.Context, s *scope, before *v1alpha1.Mach
 		msg = failureMessage(failure)
 	}
 	setBuildConditions(b, state, msg)
-	if err := status.Patch(ctx, r.Client, before, b); err != nil {
-		return err
-	}
 	// Said and counted once the state is written: a reconcile that lost a
 	// conflict finishes the build again, and must not count it twice.
-	logger := log.FromContext(ctx).WithValues("build", b.Name, "strategy", b.Status.Strategy)
-	if state == stateFailed {
-		logger.Info("Build failed", "failure", msg)
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, v1alpha1.BuildFailed, "Build", "%s", status.Truncate(msg, 1024))
-	} else {
-		logger.Info("Build succeeded", "image", image)
-		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, string(state), "Build", "%s", msg)
-	}
-	observe(b, state)
-	return nil
+	s.afterWrite(func() {
+		logger := log.FromContext(ctx).WithValues("build", b.Name, "strategy", b.Status.Strategy)
+		if state == stateFailed {
+			logger.Info("Build failed", "failure", msg)
+			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, v1alpha1.BuildFailed, "Build", "%s", status.Truncate(msg, 1024))
+		} else {
+			logger.Info("Build succeeded", "image", image)
+			r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, string(state), "Build", "%s", msg)
+		}
+		observe(b, state)
+	})
 }
 
 // failureMessage is the one-line account of a failure used in conditions.
