@@ -28,4 +28,14 @@
 // running build. A failure leaves the previous image current, so nodes keep
 // what they run, and says what failed on the MachineOSBuild, the
 // MachineOSConfig and the pool (ImageBuildDegraded).
+//
+// A MachineOSConfig builds only for a pool it holds: it claims the pool
+// (the layered-by annotation, first come) and layering.Holder, which the
+// rollout controller reads too, says who holds it; another MachineOSConfig
+// of the same pool reports PoolAlreadyLayered and builds nothing.
+//
+// Each reconcile changes the current build in memory and writes its status
+// once, at its end, even when a step failed (writeBuildStatus); what is
+// said of a state change (Events, logs, metrics) is said only once that
+// write succeeded.
 package build

@@ -7,9 +7,9 @@
 //   - Reconciler (per MachineConfigPool) works out the pool's target
 //     (target.go), gathers its nodes' states from their annotations, asks
 //     the pure planner (plan.Plan) which nodes to take, writes
-//     desiredConfig/desiredImage on them, and is the one writer of the
-//     pool's machine counts and its Updated, Updating and NodeDegraded
-//     conditions.
+//     desiredConfig/desiredImage on them, and applies its share of the
+//     pool's status (poolstatus.Rollout): the machine counts and the
+//     Updated, Updating and NodeDegraded conditions.
 //   - DrainReconciler (per Node) answers a daemon's desiredDrain request:
 //     cordon and evict with k8s.io/kubectl/pkg/drain (PodDisruptionBudgets
 //     honoured, DaemonSet pods left alone), or uncordon. Draining here and

@@ -1,8 +1,10 @@
 // Package status holds what every Strata controller does when it writes
 // status: keep messages within the API's limits, and patch with an
-// optimistic lock, because several controllers own parts of one object's
-// status (a pool's conditions come from render, build and rollout) and a
-// merge patch replaces a whole conditions list.
+// optimistic lock where an object's status has a writer besides its
+// controller (a MachineOSBuild's ImageApproved condition is an
+// approver's) and a merge patch replaces a whole conditions list. A
+// pool's status, shared by several controllers, is server-side applied
+// instead (internal/poolstatus).
 package status
 
 import (
