@@ -62,9 +62,9 @@ func (f *fixture) withNode() string {
 
 // named creates a MachineOSConfig of the fixture's pool under another
 // name (layering with the default strategy on the base, so no Job runs).
-func (f *fixture) named(name string, mutate ...func(*v1alpha1.MachineOSConfig)) {
+func (f *fixture) named(name string) {
 	f.t.Helper()
-	f.mosc(append([]func(*v1alpha1.MachineOSConfig){configLayer, noContainerfile, func(m *v1alpha1.MachineOSConfig) { m.Name = name }}, mutate...)...)
+	f.mosc(configLayer, noContainerfile, func(m *v1alpha1.MachineOSConfig) { m.Name = name })
 }
 
 // waitHolderRollsOut waits for the pool's claim to name holder, for the
