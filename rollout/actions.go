@@ -15,7 +15,7 @@ import (
 // perform does one action that decide chose. Actions that change the
 // host or the state file are idempotent or guarded by what they record,
 // so that a daemon killed after any of them converges (TestKilledAtEachStep).
-func (d *Daemon) perform(ctx context.Context, s *scope, o *Observed, a action) (Result, error) {
+func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (Result, error) {
 	image, config := o.Image, o.Config
 	key := UpdateKey(image, config)
 	u := s.rec.Update
@@ -109,7 +109,7 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *Observed, a action) (
 func (d *Daemon) reject(s *scope, image, config, key string) error {
 	inv := &invalidConfigError{what: "desired image " + image, err: errors.New("not a repo@sha256:<digest> pull spec")}
 	if s.config == configInvalid {
-		errors.As(s.configErr, &inv)
+		inv = s.configErr
 	}
 	s.rec.Update = &UpdateRecord{Key: key, Image: image, Config: config, Phase: PhaseFailed, Reason: inv.Error()}
 	if err := SaveRecord(d.StateDir, s.rec); err != nil {
@@ -199,7 +199,7 @@ func (d *Daemon) startVerify(s *scope, u *UpdateRecord) error {
 	return nil
 }
 
-func (d *Daemon) waitForHealth(s *scope, o *Observed, u *UpdateRecord) Result {
+func (d *Daemon) waitForHealth(s *scope, o *observed, u *UpdateRecord) Result {
 	left := u.VerifyStarted.Add(o.HealthCheckTimeout).Sub(o.Now)
 	s.log.Info("Waiting for the node to become healthy", "why", *o.Health, "secondsLeft", int(left.Seconds()))
 	s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateWorking)

@@ -137,7 +137,7 @@ type scope struct {
 	// Inputs read when decide asked for them, and this sync's own work.
 	config      configCheck
 	items       []containerfile.NodeItem
-	configErr   error
+	configErr   *invalidConfigError
 	health      *string
 	skipped     []string
 	itemsDone   bool
@@ -244,8 +244,8 @@ func (d *Daemon) Sync(ctx context.Context) (res Result, err error) {
 
 // observe gathers decide's input: the node's annotations as last read or
 // patched, bootc's status, and what this sync read and did.
-func (d *Daemon) observe(s *scope) *Observed {
-	return &Observed{
+func (d *Daemon) observe(s *scope) *observed {
+	return &observed{
 		Image:              s.annotation(v1alpha1.DesiredImageAnnotation),
 		Config:             s.annotation(v1alpha1.DesiredConfigAnnotation),
 		State:              s.annotation(v1alpha1.StateAnnotation),

@@ -110,10 +110,10 @@ const (
 	configInvalid
 )
 
-// Observed is everything decide looks at besides the state file: the
+// observed is everything decide looks at besides the state file: the
 // node's annotations and Ready condition, bootc's status, the boot id,
 // the clock, and what this sync has already read or done.
-type Observed struct {
+type observed struct {
 	// Image and Config are the desired pair, from the node's annotations.
 	Image, Config string
 	// State and Reason are the daemon's own reported annotations.
@@ -132,7 +132,7 @@ type Observed struct {
 	Now                time.Time
 	HealthCheckTimeout time.Duration
 
-	// Config is what reading the desired rendered config found, once
+	// ConfigCheck is what reading the desired rendered config found, once
 	// this sync read it (actReadConfig).
 	ConfigCheck configCheck
 	// Health is nil until this sync ran the health check
@@ -145,7 +145,7 @@ type Observed struct {
 // decide is the daemon's state machine: from what the daemon observes and
 // its state file, the one next action. It reads nothing else and changes
 // nothing; the sync performs the action and asks again.
-func decide(o *Observed, rec *Record) action {
+func decide(o *observed, rec *Record) action {
 	if o.Image == "" {
 		return actIdle
 	}
@@ -224,7 +224,7 @@ func decide(o *Observed, rec *Record) action {
 
 // reboot asks for the reboot recorded in u, once Rebooting (and, for a
 // rollback, why) is reported.
-func reboot(o *Observed, u *UpdateRecord) action {
+func reboot(o *observed, u *UpdateRecord) action {
 	if o.State != v1alpha1.NodeStateRebooting || (u.Phase == PhaseRollingBack && o.Reason != rollbackReason(u)) {
 		return actReportRebooting
 	}
@@ -234,7 +234,7 @@ func reboot(o *Observed, u *UpdateRecord) action {
 // verify checks the node after the update's reboot: the desired digest
 // booted and healthy within the timeout completes the update; otherwise
 // it is rolled back, once.
-func verify(o *Observed, u *UpdateRecord) action {
+func verify(o *observed, u *UpdateRecord) action {
 	switch {
 	case u.VerifyStarted == nil:
 		// Not written by any daemon; start the timeout now rather than

@@ -13,23 +13,23 @@ import (
 func TestStateFileOfEarlierDaemon(t *testing.T) {
 	for _, tc := range []struct {
 		file string
-		o    Observed
+		o    observed
 		want action
 	}{{
 		file: `{"originalImage": "` + original + `", "update": {"key": "k", "image": "` + newImage + `", "config": "c", "phase": "rebooting", "bootID": "b1", "skipped": ["x"]}}`,
-		o:    Observed{BootID: "b2", Booted: newImage[len(repo)+1:]},
+		o:    observed{BootID: "b2", Booted: newImage[len(repo)+1:]},
 		want: actStartVerify,
 	}, {
 		file: `{"update": {"key": "k", "image": "` + newImage + `", "config": "c", "phase": "verifying", "bootID": "b1", "verifyStarted": "2025-01-01T00:00:00Z"}}`,
-		o:    Observed{BootID: "b2", Booted: newImage[len(repo)+1:]},
+		o:    observed{BootID: "b2", Booted: newImage[len(repo)+1:]},
 		want: actCheckHealth,
 	}, {
 		file: `{"update": {"key": "k", "image": "` + newImage + `", "config": "c", "phase": "rollingBack", "bootID": "b1", "failure": "sick", "rollbackIssued": true}}`,
-		o:    Observed{BootID: "b2", Booted: original[len(repo)+1:]},
+		o:    observed{BootID: "b2", Booted: original[len(repo)+1:]},
 		want: actFailRolledBack,
 	}, {
 		file: `{"currentConfig": "c0", "currentImage": "` + original + `", "update": {"key": "k", "image": "` + newImage + `", "config": "c", "phase": "failed", "reason": "bad"}}`,
-		o:    Observed{BootID: "b1", Booted: original[len(repo)+1:]},
+		o:    observed{BootID: "b1", Booted: original[len(repo)+1:]},
 		want: actReportFailed,
 	}} {
 		dir := t.TempDir()
