@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/imageref"
 )
 
 // ArtifactType is the OCI artifact type of the provenance referrer.
@@ -111,10 +112,7 @@ type Builder struct {
 	Version map[string]string `json:"version,omitempty"`
 }
 
-var (
-	digestPattern = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
-	hexPattern    = regexp.MustCompile(`^[a-f0-9]+$`)
-)
+var hexPattern = regexp.MustCompile(`^[a-f0-9]+$`)
 
 // Generate returns the statement's JSON. An input that is not well formed
 // is an error naming the field.
@@ -161,7 +159,7 @@ func check(in Input) (name.Digest, error) {
 	if _, err := name.NewRepository(in.Image, name.StrictValidation); err != nil || in.Image == "" {
 		errs = append(errs, fmt.Errorf("image: %q is not a repository (registry/repository, no tag or digest)", in.Image))
 	}
-	if !digestPattern.MatchString(in.ImageDigest) {
+	if !imageref.ValidDigest(in.ImageDigest) {
 		errs = append(errs, fmt.Errorf("imageDigest: %q is not sha256:<64 hex digits>", in.ImageDigest))
 	}
 	base, err := name.NewDigest(in.BaseImage, name.StrictValidation)

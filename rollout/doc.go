@@ -1,13 +1,48 @@
 // Package rollout is the node daemon's update logic. The daemon watches
-// only its own Node and, on every event and every resync, reads the
-// node's annotations, `bootc status`, its own state file and the boot id,
-// and takes the next step of an update: stage the desired image with
-// `bootc switch` while workloads still run, ask the rollout controller to
-// drain the node, write the /var-bound node items, reboot, verify the
-// booted digest and the node's health, and ask for the uncordon; a node
-// that does not come back healthy is rolled back once and reported
-// Degraded. Every step is idempotent, so a daemon killed anywhere and
-// started again converges without a second download, drain or reboot.
+// only its own Node and, on every event and every resync, observes the
+// node's annotations, `bootc status`, its own state file and the boot id;
+// decide (decide.go, pure) names the next action, the sync performs it
+// (actions.go) and asks again, until an action that waits. Every action
+// is idempotent or guarded by what it recorded, so a daemon killed after
+// any of them and started again converges without a second download,
+// drain or reboot.
+//
+// One vocabulary: the daemon reports a node state (the state annotation:
+// Done, Working, Rebooting, Degraded); its state file records the phase
+// of an update past its drain (rebooting, verifying, rollingBack,
+// failed; none before the drain); decide returns actions, whose names
+// are also the crash points of the tests. An update of the image:
+//
+//	phase        reported    observed                              action
+//	-----------  ----------  ------------------------------------  ------------------
+//	(none)       any         no desired image                      idle
+//	(none)       any         desired image not by digest           reject -> failed
+//	(none)       any         desired image booted, config not      readConfig,
+//	                         applied                               applyConfig, inSync
+//	(none)       Degraded    controller gave up on the drain       drainFailed (waits)
+//	(none)       Done        desired image not booted              readConfig,
+//	                                                               reportWorking
+//	(none)       Working     not staged                            stage
+//	(none)       Working     staged, no drain asked                requestDrain
+//	(none)       Working     drain asked, not applied              waitForDrain (waits)
+//	(none)       Working     drained                               writeItems,
+//	                                                               recordReboot -> rebooting
+//	rebooting    Working     same boot id                          reportRebooting
+//	rebooting    Rebooting   same boot id                          reboot (waits)
+//	rebooting    Rebooting   another boot id                       startVerify -> verifying
+//	verifying    Rebooting   another image booted                  failDidNotBoot -> failed
+//	verifying    Rebooting   health not checked                    checkHealth
+//	verifying    any         healthy                               complete (Done, uncordon)
+//	verifying    Working     unhealthy, within the timeout         waitForHealth (waits)
+//	verifying    Working     unhealthy, past the timeout           recordRollback -> rollingBack
+//	rollingBack  Working     same boot id, rollback not issued     rollback (bootc rollback)
+//	rollingBack  Working     same boot id, rollback issued/queued  reportRebooting, reboot
+//	rollingBack  Rebooting   another boot id                       failRolledBack -> failed
+//	failed       Degraded    same desired pair                     reportFailed (uncordon)
+//
+// A config change for the image the node runs takes no drain and no
+// reboot; a new desired pair starts over from (none), whatever the phase
+// of the last one. decide_test.go has one row per line of this table.
 //
 // The sub-packages hold the host side: bootc runs the bootc command and
 // parses its status, hostfs writes files under the host root without

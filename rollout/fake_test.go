@@ -160,3 +160,17 @@ func (h *fakeHost) counts() counts {
 	defer h.mu.Unlock()
 	return counts{h.switches, h.rollbacks, h.reboots}
 }
+
+// The crash points of the kill-at-each-step tests are the actions that
+// change the node, the host or the state file: a test kills the daemon
+// right after one.
+const (
+	stepWorking           = string(actReportWorking)
+	stepSwitched          = string(actStage)
+	stepDrainRequested    = string(actRequestDrain)
+	stepItemsWritten      = string(actWriteItems)
+	stepRecorded          = string(actRecordReboot)
+	stepRebootingReported = string(actReportRebooting)
+	stepRollbackRecorded  = string(actRecordRollback)
+	stepRolledBack        = string(actRollback)
+)

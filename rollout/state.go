@@ -15,21 +15,23 @@ import (
 // that started it.
 const StateFile = "state.json"
 
-// Phase is how far an update got past the drain.
+// Phase is how far an update got past the drain (doc.go has the table).
+// The values are the state file's format: a daemon upgraded mid-update
+// reads the file the old one wrote, so they are never renamed.
 type Phase string
 
 const (
-	// PhaseRebooting: the items are written and the reboot into the new
-	// image was asked for from boot BootID.
+	// PhaseRebooting (recordReboot): the items are written and the
+	// reboot into the new image was asked for from boot BootID.
 	PhaseRebooting Phase = "rebooting"
-	// PhaseVerifying: the node booted again; the daemon waits for the
-	// desired digest to be booted and healthy.
+	// PhaseVerifying (startVerify): the node booted again; the daemon
+	// waits for the desired digest to be booted and healthy.
 	PhaseVerifying Phase = "verifying"
-	// PhaseRollingBack: verification failed; `bootc rollback` and a
-	// reboot were asked for from boot BootID.
+	// PhaseRollingBack (recordRollback): verification failed; `bootc
+	// rollback` and a reboot are asked for from boot BootID.
 	PhaseRollingBack Phase = "rollingBack"
-	// PhaseFailed: the update is over and failed; the daemon never tries
-	// the same key again.
+	// PhaseFailed (reject, failDidNotBoot, failRolledBack): the update is
+	// over and failed; the daemon never tries the same key again.
 	PhaseFailed Phase = "failed"
 )
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/internal/imageref"
 )
 
 // ArtifactType is the OCI artifact type of the SBOM referrer.
@@ -82,10 +83,7 @@ type ImageAnnotation struct {
 	containerfile.Summary
 }
 
-var (
-	digestPattern = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
-	hexPattern    = regexp.MustCompile(`^[a-f0-9]+$`)
-)
+var hexPattern = regexp.MustCompile(`^[a-f0-9]+$`)
 
 // Generate returns the SPDX 2.3 JSON document of in. An input that is not
 // well formed is an error naming the field.
@@ -172,7 +170,7 @@ func check(in Input) (name.Repository, name.Digest, error) {
 	if err != nil || in.Image == "" {
 		errs = append(errs, fmt.Errorf("image: %q is not a repository (registry/repository, no tag or digest)", in.Image))
 	}
-	if !digestPattern.MatchString(in.ImageDigest) {
+	if !imageref.ValidDigest(in.ImageDigest) {
 		errs = append(errs, fmt.Errorf("imageDigest: %q is not sha256:<64 hex digits>", in.ImageDigest))
 	}
 	base, err := name.NewDigest(in.BaseImage, name.StrictValidation)

@@ -3,7 +3,6 @@ package job
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/imageref"
 )
 
 // Phase is where a build stands.
@@ -71,8 +71,6 @@ type TerminationMessage struct {
 	LogTail string             `json:"logTail,omitempty"`
 }
 
-var digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
-
 // Bounds of the BuildFailure fields (the API's validation).
 const (
 	maxMessage = 4096
@@ -98,7 +96,7 @@ func Interpret(job *batchv1.Job, pods []corev1.Pod) Status {
 	if succeeded != nil {
 		msg, term := termination(succeeded, ContainerPush)
 		var tm TerminationMessage
-		if term != nil && json.Unmarshal([]byte(msg), &tm) == nil && digestRE.MatchString(tm.Digest) {
+		if term != nil && json.Unmarshal([]byte(msg), &tm) == nil && imageref.ValidDigest(tm.Digest) {
 			st.Phase, st.Digest = PhaseSucceeded, tm.Digest
 			return st
 		}

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,10 +13,9 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/controllers/node/plan"
+	"github.com/strata-dev/strata/internal/imageref"
 	"github.com/strata-dev/strata/internal/layering"
 )
-
-var digested = regexp.MustCompile(v1alpha1.DigestedPullSpecPattern)
 
 // target is a pool's target and what the daemons need besides it.
 type target struct {
@@ -78,7 +76,7 @@ func (r *Reconciler) targetFor(ctx context.Context, pool *v1alpha1.MachineConfig
 		return t, fmt.Errorf("get rendered config %s: %w", t.Config, err)
 	}
 	if url := rendered.Spec.OSImageURL; url != "" {
-		if !digested.MatchString(url) {
+		if !imageref.ValidPinned(url) {
 			t.Waiting = fmt.Sprintf("osImageURL %q of %s is not pinned by digest: nodes pull by digest only; write repository@sha256:<digest>", url, t.Config)
 			return t, nil
 		}
@@ -135,7 +133,7 @@ func buildState(b *v1alpha1.MachineOSBuild, config string) (image, waiting strin
 		return "", fmt.Sprintf("Waiting for a build of %s (build %s is of %s)", config, b.Name, b.Spec.MachineConfig.Name)
 	case meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildSucceeded):
 		img := b.Status.DigestedImagePushSpec
-		if !digested.MatchString(img) {
+		if !imageref.ValidPinned(img) {
 			return "", fmt.Sprintf("Build %s succeeded without an image by digest (%q)", b.Name, img)
 		}
 		return img, ""

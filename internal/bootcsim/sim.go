@@ -11,7 +11,8 @@ import (
 	"slices"
 	"strings"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/strata-dev/strata/internal/imageref"
+	"github.com/strata-dev/strata/rollout/bootc"
 )
 
 // Sim is the simulator for one node directory.
@@ -299,7 +300,7 @@ func (s *Sim) view(st *state) (*view, error) {
 
 // Status is what `bootc status --format=json` prints. A node that was
 // never initialized is a host bootc does not manage: no booted entry.
-func (s *Sim) Status(ctx context.Context) (*Host, error) {
+func (s *Sim) Status(ctx context.Context) (*bootc.Host, error) {
 	h := newHost()
 	if _, err := os.Stat(s.simDir()); errors.Is(err, fs.ErrNotExist) {
 		return h, nil
@@ -320,29 +321,25 @@ func (s *Sim) Status(ctx context.Context) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	entry := func(d *deployment) *BootEntry {
+	entry := func(d *deployment) *bootc.BootEntry {
 		if d == nil {
 			return nil
 		}
-		e := &BootEntry{
-			Store:  ptr(StoreOstreeContainer),
-			Ostree: &BootEntryOstree{Stateroot: stateroot, Checksum: d.Checksum, DeploySerial: d.Serial},
+		e := &bootc.BootEntry{
+			Store:  ptr(bootc.StoreOstreeContainer),
+			Ostree: &bootc.OstreeStatus{Stateroot: stateroot, Checksum: d.Checksum, DeploySerial: d.Serial},
 		}
 		o := v.origins[d.Name]
 		if o.Image == "" {
 			return e
 		}
 		info := st.Images[d.Checksum]
-		e.Image = &ImageStatus{
-			Image:        ImageReference{Image: o.Image, Transport: TransportRegistry},
+		e.Image = &bootc.ImageStatus{
+			Image:        bootc.ImageReference{Image: o.Image, Transport: bootc.TransportRegistry},
+			Version:      info.Version,
+			Timestamp:    info.Created,
 			ImageDigest:  info.Digest,
 			Architecture: info.Architecture,
-		}
-		if info.Version != "" {
-			e.Image.Version = ptr(info.Version)
-		}
-		if info.Created != "" {
-			e.Image.Timestamp = ptr(info.Created)
 		}
 		return e
 	}
@@ -351,7 +348,7 @@ func (s *Sim) Status(ctx context.Context) (*Host, error) {
 	h.Status.Rollback = entry(v.rollback)
 	h.Status.RollbackQueued = v.rollbackQueued
 	if h.Status.Booted.Image != nil {
-		h.Status.Type = ptr(HostTypeBootc)
+		h.Status.Type = ptr(bootc.HostTypeBootc)
 	}
 	spec := h.Status.Booted
 	if h.Status.Staged != nil {
@@ -361,7 +358,7 @@ func (s *Sim) Status(ctx context.Context) (*Host, error) {
 		img := spec.Image.Image
 		h.Spec.Image = &img
 		if v.rollbackQueued {
-			h.Spec.BootOrder = BootOrderRollback
+			h.Spec.BootOrder = bootc.BootOrderRollback
 		}
 	}
 	return h, nil
@@ -371,8 +368,8 @@ func (s *Sim) Status(ctx context.Context) (*Host, error) {
 // Switching to the image the spec already names prints "Image
 // specification is unchanged." and changes nothing (changed is false).
 func (s *Sim) Switch(ctx context.Context, image string, opts SwitchOptions) (changed bool, err error) {
-	if opts.Transport != "" && opts.Transport != TransportRegistry {
-		return false, fmt.Errorf("transport %q is not supported by the simulator (only %s)", opts.Transport, TransportRegistry)
+	if opts.Transport != "" && opts.Transport != bootc.TransportRegistry {
+		return false, fmt.Errorf("transport %q is not supported by the simulator (only %s)", opts.Transport, bootc.TransportRegistry)
 	}
 	ref, err := canonicalReference(image)
 	if err != nil {
@@ -611,8 +608,8 @@ func (s *Sim) FailBoot(digest string) error {
 	if _, d, ok := strings.Cut(digest, "@"); ok {
 		digest = d
 	}
-	if _, err := v1.NewHash(digest); err != nil {
-		return fmt.Errorf("invalid digest %q: %w", digest, err)
+	if !imageref.ValidDigest(digest) {
+		return fmt.Errorf("invalid digest %q: want sha256:<64 hex digits>", digest)
 	}
 	if _, err := os.Stat(s.simDir()); errors.Is(err, fs.ErrNotExist) {
 		return ErrNotInitialized

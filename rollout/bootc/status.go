@@ -1,6 +1,10 @@
 // Package bootc drives the host's bootc command and reads its status: the
 // few commands the Strata daemon needs (status, switch, rollback) and the
-// BootcHost document `bootc status --format=json` prints.
+// BootcHost document `bootc status --format=json` prints. The document's
+// types are the only Go declaration of it: the bootc simulator
+// (internal/bootcsim) writes its status with them, so they encode as
+// bootc 1.16 does (a key bootc always writes is never omitted, an absent
+// value is null), and the simulator's tests parse its output here.
 package bootc
 
 import (
@@ -17,6 +21,18 @@ const (
 	APIVersionV1Alpha1 = "org.containers.bootc/v1alpha1"
 	// Kind is the kind of the status document.
 	Kind = "BootcHost"
+	// HostName is metadata.name: bootc has one object, "host".
+	HostName = "host"
+	// TransportRegistry is ImageReference.Transport for an image pulled
+	// from a registry.
+	TransportRegistry = "registry"
+	// StoreOstreeContainer is BootEntry.Store of an ostree deployment.
+	StoreOstreeContainer = "ostreeContainer"
+	// HostTypeBootc is HostStatus.Type on a bootc host.
+	HostTypeBootc = "bootcHost"
+	// BootOrderDefault and BootOrderRollback are HostSpec.BootOrder.
+	BootOrderDefault  = "default"
+	BootOrderRollback = "rollback"
 )
 
 // Host is the document `bootc status --format=json` prints.
@@ -37,8 +53,9 @@ type Metadata struct {
 type HostSpec struct {
 	// Image is the image the host follows; nil when it follows none.
 	Image *ImageReference `json:"image"`
-	// BootOrder is "default", or "rollback" after `bootc rollback`.
-	BootOrder string `json:"bootOrder,omitempty"`
+	// BootOrder is "default", or "rollback" after `bootc rollback`;
+	// older bootc releases do not write it.
+	BootOrder string `json:"bootOrder"`
 }
 
 // ImageReference names an image and how to fetch it.
@@ -47,7 +64,9 @@ type ImageReference struct {
 	Image string `json:"image"`
 	// Transport is "registry" for images pulled from a registry.
 	Transport string `json:"transport"`
-	// Signature is the signature policy, kept as bootc printed it.
+	// Signature is the signature verification, kept as bootc printed it
+	// ("containerPolicy", "insecure" or {"ostreeRemote": name}); bootc
+	// omits it when there is none.
 	Signature json.RawMessage `json:"signature,omitempty"`
 }
 
@@ -62,41 +81,63 @@ type HostStatus struct {
 	Rollback *BootEntry `json:"rollback"`
 	// RollbackQueued is true after `bootc rollback`: the next boot uses
 	// the rollback deployment.
-	RollbackQueued bool `json:"rollbackQueued,omitempty"`
-	// Type is "bootcHost" on a bootc host.
-	Type *string `json:"type,omitempty"`
+	RollbackQueued bool `json:"rollbackQueued"`
+	// Type is "bootcHost" on a bootc host, else nil.
+	Type *string `json:"type"`
 }
 
 // BootEntry is one deployment.
 type BootEntry struct {
 	Image             *ImageStatus  `json:"image"`
-	CachedUpdate      *ImageStatus  `json:"cachedUpdate,omitempty"`
+	CachedUpdate      *ImageStatus  `json:"cachedUpdate"`
 	Incompatible      bool          `json:"incompatible"`
 	Pinned            bool          `json:"pinned"`
-	DownloadOnly      bool          `json:"downloadOnly,omitempty"`
-	SoftRebootCapable bool          `json:"softRebootCapable,omitempty"`
-	Store             *string       `json:"store,omitempty"`
-	Ostree            *OstreeStatus `json:"ostree,omitempty"`
+	DownloadOnly      bool          `json:"downloadOnly"`
+	SoftRebootCapable bool          `json:"softRebootCapable"`
+	Store             *string       `json:"store"`
+	Ostree            *OstreeStatus `json:"ostree"`
 }
 
 // ImageStatus is the image a deployment was made from. The nesting is
 // bootc's: the reference string is at image.image.image.
 type ImageStatus struct {
 	Image ImageReference `json:"image"`
-	// Version is the image's version label, if any.
-	Version string `json:"version,omitempty"`
-	// Timestamp is the image's creation time as bootc printed it.
-	Timestamp string `json:"timestamp,omitempty"`
+	// Version is the image's org.opencontainers.image.version label; ""
+	// for none, which bootc writes as null.
+	Version string `json:"version"`
+	// Timestamp is the image's creation time as bootc printed it (RFC
+	// 3339, UTC); "" for none, which bootc writes as null.
+	Timestamp string `json:"timestamp"`
 	// ImageDigest is the manifest digest, sha256:....
-	ImageDigest  string `json:"imageDigest"`
-	Architecture string `json:"architecture,omitempty"`
+	ImageDigest string `json:"imageDigest"`
+	// Architecture is the image's architecture (amd64); older bootc
+	// releases do not write it.
+	Architecture string `json:"architecture"`
+}
+
+// MarshalJSON writes an empty Version or Timestamp as null, as bootc
+// does with its optional fields.
+func (s ImageStatus) MarshalJSON() ([]byte, error) {
+	type plain ImageStatus
+	return json.Marshal(struct {
+		plain
+		Version   *string `json:"version"`
+		Timestamp *string `json:"timestamp"`
+	}{plain(s), orNull(s.Version), orNull(s.Timestamp)})
+}
+
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // OstreeStatus is a deployment's ostree identity.
 type OstreeStatus struct {
+	Stateroot    string `json:"stateroot"`
 	Checksum     string `json:"checksum"`
 	DeploySerial int    `json:"deploySerial"`
-	Stateroot    string `json:"stateroot"`
 }
 
 // Parse reads a BootcHost document of either supported API version.

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/strata-dev/strata/internal/bootcsim"
+	"github.com/strata-dev/strata/rollout/bootc"
 )
 
 // rootEnv names the node directory when --sim-root is not given.
@@ -132,7 +133,7 @@ sysroot; the "sim" commands install, reboot and health-check the node.`,
 			return err
 		},
 	}
-	switchCmd.Flags().StringVar(&opts.Transport, "transport", bootcsim.TransportRegistry, "the image transport; only registry")
+	switchCmd.Flags().StringVar(&opts.Transport, "transport", bootc.TransportRegistry, "the image transport; only registry")
 	switchCmd.Flags().BoolVar(&opts.Retain, "retain", false, "retain the booted image's reference (accepted; the simulator keeps it anyway)")
 
 	rollback := &cobra.Command{
@@ -239,7 +240,7 @@ sysroot; the "sim" commands install, reboot and health-check the node.`,
 	return root
 }
 
-func printStatus(w io.Writer, h *bootcsim.Host, format string) error {
+func printStatus(w io.Writer, h *bootc.Host, format string) error {
 	switch format {
 	case "json":
 		data, err := json.Marshal(h)
@@ -261,14 +262,14 @@ func printStatus(w io.Writer, h *bootcsim.Host, format string) error {
 	return fmt.Errorf("invalid --format %q: json, yaml or humanreadable", format)
 }
 
-func printHuman(w io.Writer, h *bootcsim.Host) error {
+func printHuman(w io.Writer, h *bootc.Host) error {
 	if h.Status.Booted == nil {
 		_, err := fmt.Fprintln(w, "System is not deployed via bootc.")
 		return err
 	}
 	for _, e := range []struct {
 		label string
-		entry *bootcsim.BootEntry
+		entry *bootc.BootEntry
 	}{{"Staged image", h.Status.Staged}, {"Booted image", h.Status.Booted}, {"Rollback image", h.Status.Rollback}} {
 		if e.entry == nil {
 			continue
@@ -279,8 +280,8 @@ func printHuman(w io.Writer, h *bootcsim.Host) error {
 		}
 		img := e.entry.Image
 		fmt.Fprintf(w, "%s: %s\n        Digest: %s (%s)\n", e.label, img.Image.Image, img.ImageDigest, img.Architecture)
-		if img.Version != nil {
-			fmt.Fprintf(w, "       Version: %s\n", *img.Version)
+		if img.Version != "" {
+			fmt.Fprintf(w, "       Version: %s\n", img.Version)
 		}
 		if e.entry.Ostree != nil {
 			fmt.Fprintf(w, "    Deployment: %s.%d\n", e.entry.Ostree.Checksum, e.entry.Ostree.DeploySerial)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/bootcsim"
 	"github.com/strata-dev/strata/internal/testregistry"
+	"github.com/strata-dev/strata/rollout/bootc"
 )
 
 // The status document as ../../../shared/docs/BOOTC.md describes it,
@@ -66,7 +67,9 @@ type strictEntry struct {
 }
 
 // decodeStrict decodes a status document and checks that the keys bootc
-// always writes (null or not) are there.
+// always writes (null or not) are there. It is also the contract between
+// the simulator and the daemon: the same bytes go through the daemon's
+// parser (rollout/bootc), which must read what the strict decoding read.
 func decodeStrict(t *testing.T, data []byte) *strictHost {
 	t.Helper()
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -95,7 +98,74 @@ func decodeStrict(t *testing.T, data []byte) *strictHost {
 	if h.APIVersion != "org.containers.bootc/v1" || h.Kind != "BootcHost" || h.Metadata.Name != "host" {
 		t.Fatalf("header %s %s %s", h.APIVersion, h.Kind, h.Metadata.Name)
 	}
+	for _, slot := range []string{"staged", "booted", "rollback"} {
+		var entry map[string]json.RawMessage
+		if err := json.Unmarshal(raw.Status[slot], &entry); err != nil {
+			t.Fatal(err)
+		}
+		if entry == nil {
+			continue
+		}
+		for _, k := range []string{"image", "cachedUpdate", "incompatible", "pinned", "downloadOnly", "softRebootCapable", "store", "ostree"} {
+			if _, ok := entry[k]; !ok {
+				t.Errorf("status.%s.%s missing:\n%s", slot, k, data)
+			}
+		}
+		var img map[string]json.RawMessage
+		if err := json.Unmarshal(entry["image"], &img); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"image", "version", "timestamp", "imageDigest", "architecture"} {
+			if _, ok := img[k]; img != nil && !ok {
+				t.Errorf("status.%s.image.%s missing:\n%s", slot, k, data)
+			}
+		}
+	}
+	expectDaemonReads(t, data, &h)
 	return &h
+}
+
+// expectDaemonReads parses data with the daemon's parser and checks that
+// it reads what the strict decoding h read.
+func expectDaemonReads(t *testing.T, data []byte, h *strictHost) {
+	t.Helper()
+	d, err := bootc.Parse(data)
+	if err != nil {
+		t.Fatalf("the daemon cannot parse the simulator's status: %v\n%s", err, data)
+	}
+	digest := func(e *strictEntry) string {
+		if e == nil || e.Image == nil {
+			return ""
+		}
+		return e.Image.ImageDigest
+	}
+	for _, c := range []struct {
+		slot   string
+		daemon *bootc.BootEntry
+		strict *strictEntry
+	}{{"staged", d.Status.Staged, h.Status.Staged}, {"booted", d.Status.Booted, h.Status.Booted}, {"rollback", d.Status.Rollback, h.Status.Rollback}} {
+		if got, want := c.daemon.Digest(), digest(c.strict); got != want {
+			t.Errorf("the daemon reads %s digest %q, the document says %q", c.slot, got, want)
+		}
+		if want := digest(c.strict); want != "" {
+			if got := c.daemon.PullSpec(); got != bootc.Repository(c.strict.Image.Image.Image)+"@"+want {
+				t.Errorf("the daemon reads %s pull spec %q from %q", c.slot, got, c.strict.Image.Image.Image)
+			}
+		}
+	}
+	if d.Status.RollbackQueued != h.Status.RollbackQueued || d.Spec.BootOrder != h.Spec.BootOrder {
+		t.Errorf("the daemon reads rollbackQueued %v, bootOrder %q; the document says %v, %q",
+			d.Status.RollbackQueued, d.Spec.BootOrder, h.Status.RollbackQueued, h.Spec.BootOrder)
+	}
+	// What the daemon would write back is what the simulator wrote: one
+	// type, one encoding.
+	again, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, bytes.TrimSpace(data)) {
+		t.Errorf("the daemon's encoding differs from the simulator's:\n%s\n%s", again, data)
+	}
 }
 
 type result struct {

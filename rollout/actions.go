@@ -1,0 +1,260 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/rollout/bootc"
+)
+
+// perform does one action that decide chose. Actions that change the
+// host or the state file are idempotent or guarded by what they record,
+// so that a daemon killed after any of them converges (TestKilledAtEachStep).
+func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (Result, error) {
+	image, config := o.Image, o.Config
+	key := UpdateKey(image, config)
+	u := s.rec.Update
+	var err error
+	switch a {
+	case actIdle:
+		s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateDone)
+		s.report(v1alpha1.ReasonAnnotation, "")
+	case actReadConfig:
+		err = d.readConfig(ctx, s, config)
+	case actReject:
+		err = d.reject(s, image, config, key)
+	case actApplyConfig:
+		err = d.applyConfig(s, image, config)
+	case actInSync:
+		d.inSync(s, config, key)
+	case actDrainFailed:
+		s.log.V(1).Info("The drain failed: nothing to do for this update")
+	case actReportWorking:
+		s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateWorking)
+		s.report(v1alpha1.ReasonAnnotation, "")
+		err = d.flush(ctx, s)
+	case actStage:
+		err = d.stage(ctx, s, image)
+	case actRequestDrain:
+		drain := v1alpha1.DrainRequestPrefix + key
+		s.report(v1alpha1.DesiredDrainAnnotation, drain)
+		if err = d.flush(ctx, s); err == nil {
+			s.log.Info("Asked for the drain", "desiredDrain", drain)
+		}
+	case actWaitForDrain:
+		s.log.V(1).Info("Waiting for the drain", "desiredDrain", v1alpha1.DrainRequestPrefix+key)
+	case actWriteItems:
+		s.skipped, err = d.writeItems(s)
+		s.itemsDone = err == nil
+	case actRecordReboot:
+		s.rec.Update = &UpdateRecord{Key: key, Image: image, Config: config, Phase: PhaseRebooting, BootID: s.bootID, Skipped: s.skipped}
+		err = SaveRecord(d.StateDir, s.rec)
+	case actReportRebooting:
+		s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateRebooting)
+		if u.Phase == PhaseRollingBack {
+			s.report(v1alpha1.ReasonAnnotation, rollbackReason(u))
+		}
+		err = d.flush(ctx, s)
+	case actReboot:
+		if s.rebootAgain {
+			s.log.Info("The node did not reboot: asking again", "bootID", s.bootID)
+		}
+		return d.reboot(ctx, s)
+	case actStartVerify:
+		err = d.startVerify(s, u)
+	case actCheckHealth:
+		why := d.health(ctx, s)
+		s.health = &why
+	case actWaitForHealth:
+		return d.waitForHealth(s, o, u), nil
+	case actComplete:
+		err = d.complete(ctx, s, u)
+	case actFailDidNotBoot:
+		booted := s.host.Status.Booted.PullSpec()
+		s.log.Info("The desired image did not boot", "booted", booted)
+		err = d.fail(s, u, "Verify", fmt.Sprintf("image %s did not boot: the node booted %s instead and keeps running it", u.Image, booted))
+	case actRecordRollback:
+		err = d.recordRollback(s, u)
+	case actRollback:
+		err = d.rollback(ctx, s, u)
+	case actFailRolledBack:
+		booted := s.host.Status.Booted
+		reason := fmt.Sprintf("%s; rolled back to %s", u.Failure, booted.PullSpec())
+		if booted.Digest() == bootc.DigestOf(u.Image) {
+			reason = fmt.Sprintf("%s; the rollback did not take effect: the node still runs %s", u.Failure, booted.PullSpec())
+		}
+		s.log.Info("Rolled back", "booted", booted.PullSpec())
+		err = d.fail(s, u, "Rollback", reason)
+	case actReportFailed:
+		// The node runs its old image and is healthy: uncordon it.
+		s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateDegraded)
+		s.report(v1alpha1.ReasonAnnotation, clip(u.Reason))
+		s.report(v1alpha1.DesiredDrainAnnotation, v1alpha1.UncordonRequestPrefix+u.Key)
+	default:
+		return Result{}, fmt.Errorf("unknown action %q", a)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{}, d.step(a)
+}
+
+// reject records an update whose desired image or config the node cannot
+// apply as failed.
+func (d *Daemon) reject(s *scope, image, config, key string) error {
+	inv := &invalidConfigError{what: "desired image " + image, err: errors.New("not a repo@sha256:<digest> pull spec")}
+	if s.config == configInvalid {
+		inv = s.configErr
+	}
+	s.rec.Update = &UpdateRecord{Key: key, Image: image, Config: config, Phase: PhaseFailed, Reason: inv.Error()}
+	if err := SaveRecord(d.StateDir, s.rec); err != nil {
+		return err
+	}
+	s.log.Info("The desired update cannot be applied", "error", inv.Error())
+	d.event(s, corev1.EventTypeWarning, "InvalidConfig", "Update", "%s", inv.Error())
+	return nil
+}
+
+// fail records update u as failed, for reportFailed.
+func (d *Daemon) fail(s *scope, u *UpdateRecord, eventAction, reason string) error {
+	u.Phase, u.Reason = PhaseFailed, reason
+	if err := SaveRecord(d.StateDir, s.rec); err != nil {
+		return err
+	}
+	d.event(s, corev1.EventTypeWarning, "UpdateFailed", eventAction, "%s", reason)
+	return nil
+}
+
+// applyConfig applies a config on the image the node already runs: the
+// node items, no drain, no reboot.
+func (d *Daemon) applyConfig(s *scope, image, config string) error {
+	skipped, err := d.writeItems(s)
+	if err != nil {
+		return err
+	}
+	rec := s.rec
+	rec.CurrentConfig, rec.CurrentImage, rec.Skipped, rec.Update = config, image, skipped, nil
+	if err := SaveRecord(d.StateDir, rec); err != nil {
+		return err
+	}
+	s.log.Info("Applied the config without a reboot")
+	d.event(s, corev1.EventTypeNormal, "Updated", "Update", "Applied config %s on image %s without a reboot", config, image)
+	return nil
+}
+
+// inSync reports the config the node runs as Done.
+func (d *Daemon) inSync(s *scope, config, key string) {
+	s.report(v1alpha1.CurrentConfigAnnotation, config)
+	s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateDone)
+	s.report(v1alpha1.ReasonAnnotation, clip(strings.Join(s.rec.Skipped, "; ")))
+	// A drain asked for an update this one replaced must not leave the
+	// node cordoned.
+	if strings.HasPrefix(s.annotation(v1alpha1.DesiredDrainAnnotation), v1alpha1.DrainRequestPrefix) {
+		s.report(v1alpha1.DesiredDrainAnnotation, v1alpha1.UncordonRequestPrefix+key)
+	}
+}
+
+// stage switches to image, with the pull secret read again: it may have
+// been rotated.
+func (d *Daemon) stage(ctx context.Context, s *scope, image string) error {
+	if err := d.ensureAuth(ctx, s, true); err != nil {
+		return err
+	}
+	s.log.Info("Staging the desired image")
+	start := d.now()
+	if err := d.Bootc.Switch(ctx, image); err != nil {
+		return err
+	}
+	s.staged = bootc.DigestOf(image)
+	s.log.Info("Staged the desired image", "seconds", d.now().Sub(start).Seconds())
+	d.event(s, corev1.EventTypeNormal, "Staged", "Switch", "Staged image %s for the next boot", image)
+	return nil
+}
+
+// reboot runs the reboot command. No action follows, in this process,
+// until RebootTimedOut.
+func (d *Daemon) reboot(ctx context.Context, s *scope) (Result, error) {
+	s.log.Info("Rebooting", "bootID", s.bootID)
+	d.event(s, corev1.EventTypeNormal, "Rebooting", "Reboot", "Rebooting into image %s", s.annotation(v1alpha1.DesiredImageAnnotation))
+	d.rebootRequested = true
+	if err := d.Machine.Reboot(ctx); err != nil {
+		d.rebootRequested = false
+		return Result{}, err
+	}
+	return Result{Rebooting: true}, nil
+}
+
+func (d *Daemon) startVerify(s *scope, u *UpdateRecord) error {
+	now := d.now().UTC()
+	u.Phase, u.VerifyStarted = PhaseVerifying, &now
+	if err := SaveRecord(d.StateDir, s.rec); err != nil {
+		return err
+	}
+	s.log.Info("Booted after the update's reboot", "bootID", s.bootID)
+	return nil
+}
+
+func (d *Daemon) waitForHealth(s *scope, o *observed, u *UpdateRecord) Result {
+	left := u.VerifyStarted.Add(o.HealthCheckTimeout).Sub(o.Now)
+	s.log.Info("Waiting for the node to become healthy", "why", *o.Health, "secondsLeft", int(left.Seconds()))
+	s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateWorking)
+	return Result{RequeueAfter: min(left, healthPoll)}
+}
+
+// complete ends a verified update: the items written again (owner names
+// that only the new image's /etc/passwd knows resolve now; Apply is
+// idempotent), the update recorded as current, Done, and the uncordon.
+func (d *Daemon) complete(ctx context.Context, s *scope, u *UpdateRecord) error {
+	skipped := u.Skipped
+	if err := d.readConfig(ctx, s, u.Config); err != nil {
+		return err
+	}
+	if s.config == configValid {
+		var err error
+		if skipped, err = d.writeItems(s); err != nil {
+			return err
+		}
+	}
+	rec := s.rec
+	rec.CurrentConfig, rec.CurrentImage, rec.Skipped, rec.Update = u.Config, u.Image, skipped, nil
+	if err := SaveRecord(d.StateDir, rec); err != nil {
+		return err
+	}
+	s.log.Info("Update verified", "booted", s.host.Status.Booted.PullSpec())
+	d.event(s, corev1.EventTypeNormal, "Updated", "Verify", "Booted image %s healthy with config %s", u.Image, u.Config)
+	s.report(v1alpha1.CurrentConfigAnnotation, u.Config)
+	s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateDone)
+	s.report(v1alpha1.ReasonAnnotation, clip(strings.Join(skipped, "; ")))
+	s.report(v1alpha1.DesiredDrainAnnotation, v1alpha1.UncordonRequestPrefix+u.Key)
+	return nil
+}
+
+func (d *Daemon) recordRollback(s *scope, u *UpdateRecord) error {
+	u.Phase = PhaseRollingBack
+	u.BootID = s.bootID
+	u.Failure = fmt.Sprintf("image %s was not healthy within %s of its boot: %s", u.Image, s.healthLimit, *s.health)
+	if err := SaveRecord(d.StateDir, s.rec); err != nil {
+		return err
+	}
+	s.log.Info("The update failed its health check: rolling back", "why", *s.health)
+	d.event(s, corev1.EventTypeWarning, "RollingBack", "Rollback", "%s; rolling back", u.Failure)
+	return nil
+}
+
+// rollback queues the rollback deployment, reporting why first.
+func (d *Daemon) rollback(ctx context.Context, s *scope, u *UpdateRecord) error {
+	s.report(v1alpha1.ReasonAnnotation, rollbackReason(u))
+	if err := d.flush(ctx, s); err != nil {
+		return err
+	}
+	if err := d.Bootc.Rollback(ctx); err != nil {
+		return err
+	}
+	u.RollbackIssued = true
+	return SaveRecord(d.StateDir, s.rec)
+}

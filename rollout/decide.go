@@ -1,0 +1,258 @@
+package rollout
+
+import (
+	"time"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/imageref"
+	"github.com/strata-dev/strata/rollout/bootc"
+)
+
+// action is one step of the daemon's state machine: what decide asks a
+// sync to do next. doc.go has the table of them. Some only read an input
+// that decide needs and that costs something to get (the rendered config,
+// the health check); the others change the world.
+type action string
+
+const (
+	// actIdle: no desired image; report Done.
+	actIdle action = "idle"
+	// actReadConfig reads the desired rendered config, to know whether
+	// the node can apply it.
+	actReadConfig action = "readConfig"
+	// actReject records an update the node cannot apply (an image not
+	// pinned by digest, a rendered config with content the node cannot
+	// write) as failed, without a switch, a drain or a reboot.
+	actReject action = "reject"
+	// actApplyConfig writes the node items of a config for the image the
+	// node already runs and records it: no drain, no reboot.
+	actApplyConfig action = "applyConfig"
+	// actInSync reports Done for the config and image the node runs, and
+	// asks for the uncordon of a drain a replaced update asked for.
+	actInSync action = "inSync"
+	// actDrainFailed: the controller gave up on this update's drain and
+	// reported the node Degraded; nothing more for this update.
+	actDrainFailed action = "drainFailed"
+	// actReportWorking reports Working: an image update starts.
+	actReportWorking action = "reportWorking"
+	// actStage stages the desired image with `bootc switch`, while the
+	// workloads still run.
+	actStage action = "stage"
+	// actRequestDrain asks the controller for the drain.
+	actRequestDrain action = "requestDrain"
+	// actWaitForDrain waits for the controller to apply the drain.
+	actWaitForDrain action = "waitForDrain"
+	// actWriteItems writes the /var-bound node items, once drained.
+	actWriteItems action = "writeItems"
+	// actRecordReboot records the update in phase rebooting, with the
+	// boot id the reboot is asked from.
+	actRecordReboot action = "recordReboot"
+	// actReportRebooting reports Rebooting (and, for a rollback, why).
+	actReportRebooting action = "reportRebooting"
+	// actReboot runs the reboot command; the sync then waits to be killed.
+	actReboot action = "reboot"
+	// actStartVerify records phase verifying at the first sync after the
+	// reboot: the health check timeout counts from then.
+	actStartVerify action = "startVerify"
+	// actCheckHealth runs the health check of the booted node.
+	actCheckHealth action = "checkHealth"
+	// actWaitForHealth reports Working while the timeout runs.
+	actWaitForHealth action = "waitForHealth"
+	// actComplete writes the items again, records the update as the
+	// node's current one, reports Done and asks for the uncordon.
+	actComplete action = "complete"
+	// actFailDidNotBoot records as failed an update whose image did not
+	// boot: the node runs another one, and a rollback would select the
+	// failed image.
+	actFailDidNotBoot action = "failDidNotBoot"
+	// actRecordRollback records phase rollingBack: the node was not
+	// healthy within the timeout.
+	actRecordRollback action = "recordRollback"
+	// actRollback runs `bootc rollback`, once.
+	actRollback action = "rollback"
+	// actFailRolledBack records the update as failed once the node booted
+	// again after its rollback.
+	actFailRolledBack action = "failRolledBack"
+	// actReportFailed reports Degraded with the failed update's reason and
+	// asks for the uncordon: the node runs its old image and is healthy.
+	actReportFailed action = "reportFailed"
+)
+
+// ends says whether the sync stops after the action: it waits for the
+// world (the controller, the reboot, the timeout) or is done until the
+// desired annotations change. After any other action the sync decides
+// again on what it now observes.
+func (a action) ends() bool {
+	switch a {
+	case actIdle, actInSync, actDrainFailed, actWaitForDrain, actReboot,
+		actWaitForHealth, actComplete, actReportFailed:
+		return true
+	}
+	return false
+}
+
+// updating says whether the action works on an update, so that an error
+// it returns is reported in the reason annotation.
+func (a action) updating() bool {
+	switch a {
+	case actIdle, actInSync, actDrainFailed, actReadConfig, actReject, actReportFailed:
+		return false
+	}
+	return true
+}
+
+// configCheck is what reading the desired rendered config found.
+type configCheck int
+
+const (
+	configUnread configCheck = iota
+	configValid
+	configInvalid
+)
+
+// observed is everything decide looks at besides the state file: the
+// node's annotations and Ready condition, bootc's status, the boot id,
+// the clock, and what this sync has already read or done.
+type observed struct {
+	// Image and Config are the desired pair, from the node's annotations.
+	Image, Config string
+	// State and Reason are the daemon's own reported annotations.
+	State, Reason string
+	// DesiredDrain is the daemon's drain or uncordon request;
+	// LastAppliedDrain is the controller's acknowledgement.
+	DesiredDrain, LastAppliedDrain string
+	// Booted and Staged are the digests of bootc's booted and staged
+	// deployments ("" for none); RollbackQueued is set when the next boot
+	// is the rollback deployment.
+	Booted, Staged string
+	RollbackQueued bool
+	// BootID identifies the running boot.
+	BootID string
+	// Now and HealthCheckTimeout time the health check after a reboot.
+	Now                time.Time
+	HealthCheckTimeout time.Duration
+
+	// ConfigCheck is what reading the desired rendered config found, once
+	// this sync read it (actReadConfig).
+	ConfigCheck configCheck
+	// Health is nil until this sync ran the health check
+	// (actCheckHealth), then why the node is unhealthy, "" if it is not.
+	Health *string
+	// ItemsWritten is set once this sync wrote the node items.
+	ItemsWritten bool
+}
+
+// decide is the daemon's state machine: from what the daemon observes and
+// its state file, the one next action. It reads nothing else and changes
+// nothing; the sync performs the action and asks again.
+func decide(o *observed, rec *Record) action {
+	if o.Image == "" {
+		return actIdle
+	}
+	key := UpdateKey(o.Image, o.Config)
+	want := bootc.DigestOf(o.Image)
+	u := rec.Update
+	if u != nil && u.Key != key {
+		u = nil
+	}
+	// Nodes pull by digest only: with a tag, neither booted nor staged
+	// would ever match, and every sync would switch again.
+	if u == nil && !imageref.ValidDigest(want) {
+		return actReject
+	}
+
+	// Past the drain, the state file says where the update is.
+	if u != nil {
+		switch u.Phase {
+		case PhaseFailed:
+			return actReportFailed
+		case PhaseRebooting:
+			if u.BootID == o.BootID {
+				return reboot(o, u)
+			}
+			return actStartVerify
+		case PhaseVerifying:
+			return verify(o, u)
+		case PhaseRollingBack:
+			if u.BootID != o.BootID {
+				return actFailRolledBack
+			}
+			// `bootc rollback` toggles, so a second one would undo the
+			// first.
+			if !u.RollbackIssued && !o.RollbackQueued {
+				return actRollback
+			}
+			return reboot(o, u)
+		}
+	}
+
+	// The image already booted: a config change only.
+	if want == o.Booted {
+		switch {
+		case rec.CurrentConfig == o.Config && rec.CurrentImage == o.Image:
+			return actInSync
+		case o.ConfigCheck == configUnread:
+			return actReadConfig
+		case o.ConfigCheck == configInvalid:
+			return actReject
+		}
+		return actApplyConfig
+	}
+
+	// An image update, up to its reboot.
+	drain := v1alpha1.DrainRequestPrefix + key
+	switch {
+	case o.State == v1alpha1.NodeStateDegraded && o.DesiredDrain == drain:
+		return actDrainFailed
+	case o.ConfigCheck == configUnread:
+		return actReadConfig
+	case o.ConfigCheck == configInvalid:
+		return actReject
+	case o.State != v1alpha1.NodeStateWorking || o.Reason != "":
+		return actReportWorking
+	case o.Staged != want:
+		return actStage
+	case o.DesiredDrain != drain:
+		return actRequestDrain
+	case o.LastAppliedDrain != drain:
+		return actWaitForDrain
+	case !o.ItemsWritten:
+		return actWriteItems
+	}
+	return actRecordReboot
+}
+
+// reboot asks for the reboot recorded in u, once Rebooting (and, for a
+// rollback, why) is reported.
+func reboot(o *observed, u *UpdateRecord) action {
+	if o.State != v1alpha1.NodeStateRebooting || (u.Phase == PhaseRollingBack && o.Reason != rollbackReason(u)) {
+		return actReportRebooting
+	}
+	return actReboot
+}
+
+// verify checks the node after the update's reboot: the desired digest
+// booted and healthy within the timeout completes the update; otherwise
+// it is rolled back, once.
+func verify(o *observed, u *UpdateRecord) action {
+	switch {
+	case u.VerifyStarted == nil:
+		// Not written by any daemon; start the timeout now rather than
+		// never.
+		return actStartVerify
+	case o.Booted != bootc.DigestOf(u.Image):
+		return actFailDidNotBoot
+	case o.Health == nil:
+		return actCheckHealth
+	case *o.Health == "":
+		return actComplete
+	case o.Now.Before(u.VerifyStarted.Add(o.HealthCheckTimeout)):
+		return actWaitForHealth
+	}
+	return actRecordRollback
+}
+
+// rollbackReason is the reason reported while an update rolls back.
+func rollbackReason(u *UpdateRecord) string {
+	return clip("rolling back: " + u.Failure)
+}

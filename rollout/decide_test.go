@@ -1,0 +1,83 @@
+package rollout
+
+import (
+	"testing"
+	"time"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+)
+
+// TestDecide is the daemon's state machine, one situation a row. The
+// desired pair is (A, cfg) unless a row says otherwise; the node booted
+// O in boot b1. doc.go draws the same machine.
+func TestDecide(t *testing.T) {
+	const (
+		O, A = original, newImage
+		dO   = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+		dA   = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+		cfg  = "rendered-1"
+
+		done      = v1alpha1.NodeStateDone
+		working   = v1alpha1.NodeStateWorking
+		rebooting = v1alpha1.NodeStateRebooting
+		degraded  = v1alpha1.NodeStateDegraded
+	)
+	var (
+		key     = UpdateKey(A, cfg)
+		drain   = v1alpha1.DrainRequestPrefix + key
+		t0      = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		valid   = configValid
+		invalid = configInvalid
+		healthy = new("")
+		sick    = new("unit x failed")
+		// An update past its drain, in a phase, recorded from boot b1.
+		in = func(p Phase) *Record {
+			return &Record{Update: &UpdateRecord{Key: key, Image: A, Config: cfg, Phase: p, BootID: "b1", VerifyStarted: &t0}}
+		}
+		rolledBackIssued = &Record{Update: &UpdateRecord{Key: key, Image: A, Config: cfg, Phase: PhaseRollingBack, BootID: "b1", RollbackIssued: true}}
+		onA              = &Record{CurrentImage: A, CurrentConfig: cfg}
+		none             = &Record{}
+	)
+	for _, tc := range []struct {
+		situation string
+		o         observed
+		rec       *Record
+		want      action
+	}{
+		{"nothing desired", observed{Booted: dO}, none, actIdle},
+		{"desired by tag", observed{Image: repo + ":latest", Booted: dO}, none, actReject},
+		{"config change: read it", observed{Image: O, Config: cfg, Booted: dO}, none, actReadConfig},
+		{"config change the node cannot apply", observed{Image: O, Config: cfg, Booted: dO, ConfigCheck: invalid}, none, actReject},
+		{"config change", observed{Image: O, Config: cfg, Booted: dO, ConfigCheck: valid}, none, actApplyConfig},
+		{"config applied", observed{Image: A, Config: cfg, Booted: dA}, onA, actInSync},
+		{"image update: read the config", observed{Image: A, Config: cfg, Booted: dO}, none, actReadConfig},
+		{"image update the node cannot apply", observed{Image: A, Config: cfg, Booted: dO, ConfigCheck: invalid}, none, actReject},
+		{"image update starts", observed{Image: A, Config: cfg, Booted: dO, State: done, ConfigCheck: valid}, none, actReportWorking},
+		{"working, an error reported", observed{Image: A, Config: cfg, Booted: dO, State: working, Reason: "x", ConfigCheck: valid}, none, actReportWorking},
+		{"working: stage", observed{Image: A, Config: cfg, Booted: dO, State: working, ConfigCheck: valid}, none, actStage},
+		{"staged: ask for the drain", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, none, actRequestDrain},
+		{"drain asked", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, ConfigCheck: valid}, none, actWaitForDrain},
+		{"drain timed out", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: degraded, DesiredDrain: drain}, none, actDrainFailed},
+		{"drained", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, LastAppliedDrain: drain, ConfigCheck: valid}, none, actWriteItems},
+		{"items written", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, LastAppliedDrain: drain, ConfigCheck: valid, ItemsWritten: true}, none, actRecordReboot},
+		{"rebooting, not reported", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, BootID: "b1"}, in(PhaseRebooting), actReportRebooting},
+		{"rebooting, reported", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: rebooting, BootID: "b1"}, in(PhaseRebooting), actReboot},
+		{"booted again", observed{Image: A, Config: cfg, Booted: dA, State: rebooting, BootID: "b2"}, in(PhaseRebooting), actStartVerify},
+		{"verifying: another image booted", observed{Image: A, Config: cfg, Booted: dO, BootID: "b2"}, in(PhaseVerifying), actFailDidNotBoot},
+		{"verifying: check health", observed{Image: A, Config: cfg, Booted: dA, BootID: "b2"}, in(PhaseVerifying), actCheckHealth},
+		{"verifying: healthy", observed{Image: A, Config: cfg, Booted: dA, BootID: "b2", Health: healthy}, in(PhaseVerifying), actComplete},
+		{"verifying: sick within timeout", observed{Image: A, Config: cfg, Booted: dA, BootID: "b2", Health: sick, Now: t0.Add(time.Minute), HealthCheckTimeout: time.Hour}, in(PhaseVerifying), actWaitForHealth},
+		{"verifying: sick past timeout", observed{Image: A, Config: cfg, Booted: dA, BootID: "b2", Health: sick, Now: t0.Add(time.Hour), HealthCheckTimeout: time.Hour}, in(PhaseVerifying), actRecordRollback},
+		{"rolling back", observed{Image: A, Config: cfg, Booted: dA, BootID: "b1"}, in(PhaseRollingBack), actRollback},
+		{"rolling back, queued by another", observed{Image: A, Config: cfg, Booted: dA, BootID: "b1", RollbackQueued: true}, in(PhaseRollingBack), actReportRebooting},
+		{"rollback issued", observed{Image: A, Config: cfg, Booted: dA, BootID: "b1", State: working}, rolledBackIssued, actReportRebooting},
+		{"rollback issued, reported", observed{Image: A, Config: cfg, Booted: dA, BootID: "b1", State: rebooting, Reason: "rolling back: "}, rolledBackIssued, actReboot},
+		{"booted after the rollback", observed{Image: A, Config: cfg, Booted: dO, BootID: "b2"}, in(PhaseRollingBack), actFailRolledBack},
+		{"failed", observed{Image: A, Config: cfg, Booted: dO}, in(PhaseFailed), actReportFailed},
+		{"failed update replaced", observed{Image: A, Config: "rendered-2", Booted: dO}, in(PhaseFailed), actReadConfig},
+	} {
+		if got := decide(&tc.o, tc.rec); got != tc.want {
+			t.Errorf("%s: decide = %s, want %s", tc.situation, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package rollout
+
+import (
+	"bytes"
+	"context"
+
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/containerfile"
+)
+
+// AuthFile is where the daemon writes the pull secret on the host: the
+// first place bootc looks, and gone at reboot.
+const AuthFile = "/run/ostree/auth.json"
+
+// healthPoll is how often the health of a freshly booted node is checked
+// while its timeout runs.
+const healthPoll = 5 * time.Second
+
+// ensureAuth writes the pull secret the node names to AuthFile, or
+// removes the file when it names none. Unless refresh is set, a secret
+// already written is not read again.
+func (d *Daemon) ensureAuth(ctx context.Context, s *scope, refresh bool) error {
+	name := s.annotation(v1alpha1.ImagePullSecretAnnotation)
+	if !refresh && d.authSecret != nil && *d.authSecret == name {
+		return nil
+	}
+	if name == "" {
+		if err := d.Root.Remove(AuthFile); err != nil {
+			return fmt.Errorf("remove %s: %w", AuthFile, err)
+		}
+		d.authSecret = &name
+		return nil
+	}
+	var secret corev1.Secret
+	if err := d.reader().Get(ctx, types.NamespacedName{Namespace: d.Namespace, Name: name}, &secret); err != nil {
+		return fmt.Errorf("get pull secret %s/%s: %w", d.Namespace, name, err)
+	}
+	data, ok := secret.Data[corev1.DockerConfigJsonKey]
+	if !ok {
+		return fmt.Errorf("pull secret %s/%s has no %s key", d.Namespace, name, corev1.DockerConfigJsonKey)
+	}
+	if old, err := d.Root.ReadFile(AuthFile); err != nil || !bytes.Equal(old, data) {
+		if err := d.Root.WriteFile(AuthFile, data, 0o600, 0, 0); err != nil {
+			return fmt.Errorf("write the pull secret: %w", err)
+		}
+		s.log.Info("Wrote the pull secret for bootc", "secret", name, "path", AuthFile)
+	}
+	d.authSecret = &name
+	return nil
+}
+
+// invalidConfigError is a desired image or rendered config the daemon
+// cannot apply; retrying does not help.
+type invalidConfigError struct {
+	what string
+	err  error
+}
+
+func (e *invalidConfigError) Error() string {
+	return fmt.Sprintf("%s cannot be applied on the node: %v", e.what, e.err)
+}
+
+func (e *invalidConfigError) Unwrap() error { return e.err }
+
+// readConfig reads rendered config and splits out its node items into
+// s.items. A config the node cannot apply sets s.config to
+// configInvalid; only an error reading it is returned.
+func (d *Daemon) readConfig(ctx context.Context, s *scope, config string) error {
+	s.items, s.configErr = nil, nil
+	s.config = configValid
+	if config == "" {
+		return nil
+	}
+	var mc v1alpha1.MachineConfig
+	if err := d.reader().Get(ctx, types.NamespacedName{Name: config}, &mc); err != nil {
+		s.config = configUnread
+		return fmt.Errorf("get rendered config %s: %w", config, err)
+	}
+	split, err := containerfile.SplitForNode(&mc.Spec)
+	if err != nil {
+		s.config, s.configErr = configInvalid, &invalidConfigError{what: "rendered config " + config, err: err}
+		return nil
+	}
+	s.items = split.NodeItems
+	return nil
+}
+
+// writeItems writes the node items read last and returns those left
+// alone.
+func (d *Daemon) writeItems(s *scope) ([]string, error) {
+	skipped, err := d.Root.Apply(s.items)
+	if err != nil {
+		return nil, fmt.Errorf("write node items: %w", err)
+	}
+	for _, msg := range skipped {
+		s.log.Info("Left a node item alone", "item", msg)
+	}
+	return skipped, nil
+}
+
+// healthCheckTimeout is the node's healthCheckTimeout annotation, or the
+// default when it is missing or invalid.
+func healthCheckTimeout(v string) (time.Duration, bool) {
+	if v == "" {
+		return DefaultHealthCheckTimeout, true
+	}
+	t, err := time.ParseDuration(v)
+	if err != nil || t <= 0 {
+		return DefaultHealthCheckTimeout, false
+	}
+	return t, true
+}
+
+// health says why the node is unhealthy, or "" when it is healthy: its
+// Ready condition is True and the health check passes.
+func (d *Daemon) health(ctx context.Context, s *scope) string {
+	var why []string
+	ready := false
+	for _, c := range s.node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = c.Status == corev1.ConditionTrue
+			if !ready {
+				why = append(why, strings.TrimSpace(fmt.Sprintf("the node is not Ready (%s) %s", c.Reason, c.Message)))
+			}
+		}
+	}
+	if !ready && len(why) == 0 {
+		why = append(why, "the node has no Ready condition")
+	}
+	if err := d.Machine.CheckHealth(ctx); err != nil {
+		why = append(why, err.Error())
+	}
+	return strings.Join(why, "; ")
+}
