@@ -160,10 +160,7 @@ func Render(in Input) (*Result, error) {
 		appendNames = append(appendNames, names)
 	}
 
-	stages, err := renderStages(in, p, admin)
-	if err != nil {
-		return nil, err
-	}
+	stages := renderStages(in, p, admin, rootfs)
 
 	_, digest, _ := strings.Cut(in.BaseImage, "@")
 	labels := map[string]string{

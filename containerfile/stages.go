@@ -1,6 +1,7 @@
 package containerfile
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -39,8 +40,11 @@ type Stages struct {
 }
 
 // renderStages splits a validated plan into the admin stage and the
-// configuration layer.
-func renderStages(in Input, p *plan, admin *adminContent) (*Stages, error) {
+// configuration layer. rootfs is the plan's rootfs.tar, which is the
+// layer: it is written once per render (the tar was most of a warm
+// render's cost), and the layer is a copy so that the two results share
+// no memory.
+func renderStages(in Input, p *plan, admin *adminContent, rootfs []byte) *Stages {
 	st := &Stages{NeedsJob: needsJob(p)}
 
 	var b strings.Builder
@@ -70,12 +74,8 @@ func renderStages(in Input, p *plan, admin *adminContent) (*Stages, error) {
 		}
 	}
 
-	layer, err := writeRootfs(p.entries)
-	if err != nil {
-		return nil, err
-	}
-	st.Layer = layer
-	return st, nil
+	st.Layer = bytes.Clone(rootfs)
+	return st
 }
 
 // needsJob names what in the configuration only a RUN step can do, or "".

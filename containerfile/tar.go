@@ -13,6 +13,9 @@ import (
 // then the same bytes on every build.
 var epoch = time.Unix(0, 0).UTC()
 
+// blockSize is tar's block size.
+const blockSize = 512
+
 // writeRootfs writes the image's config layer as a tar: entries sorted by
 // path, hard links last (their targets must be unpacked first), fixed
 // times, numeric owners only, no implicit parent directories (so that the
@@ -35,7 +38,15 @@ func writeRootfs(entries map[string]*entry) ([]byte, error) {
 		}
 		return strings.Compare(a.path, b.path)
 	})
+	// Most entries take one header block and their data rounded up to a
+	// block; growing the buffer as it fills copied the layer several
+	// times over.
+	size := 2 * blockSize
+	for _, e := range list {
+		size += blockSize + (len(e.data)+blockSize-1)/blockSize*blockSize
+	}
 	var buf bytes.Buffer
+	buf.Grow(size)
 	tw := tar.NewWriter(&buf)
 	for _, e := range list {
 		h := &tar.Header{
