@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/nodeconfig"
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/rollout/hostfs"
 )
@@ -365,7 +365,7 @@ func (d *Daemon) reportFailed(s *scope, u *UpdateRecord) {
 }
 
 // items reads the desired rendered config and splits out the node items.
-func (d *Daemon) items(ctx context.Context, config string) ([]containerfile.NodeItem, error) {
+func (d *Daemon) items(ctx context.Context, config string) ([]nodeconfig.NodeItem, error) {
 	if config == "" {
 		return nil, nil
 	}
@@ -373,7 +373,7 @@ func (d *Daemon) items(ctx context.Context, config string) ([]containerfile.Node
 	if err := d.reader().Get(ctx, types.NamespacedName{Name: config}, &mc); err != nil {
 		return nil, fmt.Errorf("get rendered config %s: %w", config, err)
 	}
-	split, err := containerfile.SplitForNode(&mc.Spec)
+	split, err := nodeconfig.SplitForNode(&mc.Spec)
 	if err != nil {
 		return nil, &invalidConfigError{what: "rendered config " + config, err: err}
 	}
@@ -410,7 +410,7 @@ func (d *Daemon) failInvalid(s *scope, image, config, key string, err error) (Re
 }
 
 // writeItems writes the node items and returns those left alone.
-func (d *Daemon) writeItems(s *scope, items []containerfile.NodeItem) ([]string, error) {
+func (d *Daemon) writeItems(s *scope, items []nodeconfig.NodeItem) ([]string, error) {
 	skipped, err := d.Root.Apply(items)
 	if err != nil {
 		return nil, fmt.Errorf("write node items: %w", err)

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/controllers/node/plan"
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 var digested = regexp.MustCompile(v1alpha1.DigestedPullSpecPattern)
@@ -83,7 +83,7 @@ func (r *Reconciler) targetFor(ctx context.Context, pool *v1alpha1.MachineConfig
 		}
 		t.Image = url
 	}
-	split, err := containerfile.SplitForNode(&rendered.Spec)
+	split, err := nodeconfig.SplitForNode(&rendered.Spec)
 	if err != nil {
 		// The render controller validated it; this cannot happen unless
 		// the validator changed under a stored config.
