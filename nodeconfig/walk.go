@@ -2,6 +2,7 @@ package nodeconfig
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -79,7 +80,7 @@ func walkTypeOf(t reflect.Type) *walkType {
 func flattenFields(t reflect.Type, index []int, out *[]walkField) bool {
 	for i := range t.NumField() {
 		f := t.Field(i)
-		idx := append(index[:len(index):len(index)], i)
+		idx := slices.Concat(index, []int{i}) // a fresh slice: each field keeps its own index
 		if f.Anonymous {
 			if f.Type.Kind() != reflect.Struct || !flattenFields(f.Type, idx, out) {
 				return false
