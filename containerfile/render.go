@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -15,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/imageref"
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 // LabelPrefix is the prefix of the labels Strata puts on images.
@@ -47,8 +48,6 @@ const (
 // must give new hashes, so that images of the old format are not reused.
 const formatVersion = "strata.dev/containerfile/v1"
 
-var digestedPullSpec = regexp.MustCompile(v1alpha1.DigestedPullSpecPattern)
-
 // Input is everything one render depends on.
 type Input struct {
 	// ConfigName is the rendered MachineConfig's name; Pool the pool's.
@@ -79,7 +78,7 @@ type Result struct {
 	// config layer as rootfs.tar, and appended content under append/.
 	Context []ContextFile
 	// NodeItems are the /var-bound items and SSH keys the daemon writes.
-	NodeItems []NodeItem
+	NodeItems []nodeconfig.NodeItem
 	// Labels are the image labels the Containerfile sets.
 	Labels map[string]string
 	// Annotations are the image manifest's annotations the builders set:
@@ -114,7 +113,7 @@ func Render(in Input) (*Result, error) {
 	if spec == nil {
 		spec = &v1alpha1.MachineConfigSpec{}
 	}
-	p, perrs := buildPlan(spec, field.NewPath("spec"))
+	p, perrs := nodeconfig.BuildPlan(spec, field.NewPath("spec"))
 	errs = append(errs, perrs...)
 
 	arch, ok := archOf(in.Arch)
@@ -130,16 +129,16 @@ func Render(in Input) (*Result, error) {
 			errs = append(errs, field.Invalid(field.NewPath(n.field), n.value, strings.Join(msgs, "; ")))
 		}
 	}
-	if !digestedPullSpec.MatchString(in.BaseImage) {
+	if !imageref.ValidPinned(in.BaseImage) {
 		errs = append(errs, field.Invalid(field.NewPath("baseImage"), in.BaseImage, "must be registry/repository@sha256:<digest>: builds must reproduce"))
 	}
 	admin, aerrs := selectContainerfile(in.Containerfiles, arch, field.NewPath("spec", "containerFile"))
 	errs = append(errs, aerrs...)
 	if len(errs) > 0 {
-		return nil, &ValidationError{Errs: errs}
+		return nil, &nodeconfig.ValidationError{Errs: errs}
 	}
 
-	rootfs, err := writeRootfs(p.entries)
+	rootfs, err := writeRootfs(p.Entries)
 	if err != nil {
 		return nil, err
 	}
@@ -149,9 +148,9 @@ func Render(in Input) (*Result, error) {
 	}
 	var appendNames [][]string
 	n := 0
-	for _, e := range p.edits {
+	for _, e := range p.Edits {
 		var names []string
-		for _, a := range e.appends {
+		for _, a := range e.Appends {
 			name := fmt.Sprintf("%s/%04d", appendDir, n)
 			n++
 			ctx = append(ctx, ContextFile{Name: name, Data: a})
@@ -160,10 +159,7 @@ func Render(in Input) (*Result, error) {
 		appendNames = append(appendNames, names)
 	}
 
-	stages, err := renderStages(in, p, admin)
-	if err != nil {
-		return nil, err
-	}
+	stages := renderStages(in, p, admin, rootfs)
 
 	_, digest, _ := strings.Cut(in.BaseImage, "@")
 	labels := map[string]string{
@@ -174,7 +170,7 @@ func Render(in Input) (*Result, error) {
 	}
 	body, needsRun := containerfileBody(in, p, rootfs != nil, appendNames, admin, labels)
 
-	nodeItems, err := json.Marshal(p.nodeItems)
+	nodeItems, err := json.Marshal(p.NodeItems)
 	if err != nil {
 		return nil, fmt.Errorf("encode node items: %w", err)
 	}
@@ -206,7 +202,7 @@ func Render(in Input) (*Result, error) {
 	return &Result{
 		Containerfile: cf,
 		Context:       ctx,
-		NodeItems:     p.nodeItems,
+		NodeItems:     p.NodeItems,
 		Labels:        labels,
 		Annotations:   annotations,
 		InputHash:     sum,

@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	ign "github.com/coreos/ignition/v2/config/v3_5/types"
-	"github.com/vincent-petithory/dataurl"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 func TestRenderRefusesBadInput(t *testing.T) {
@@ -69,9 +69,9 @@ func TestRenderRefusesBadInput(t *testing.T) {
 			if err == nil {
 				t.Fatalf("rendered %s, want an error", res.Containerfile)
 			}
-			var verr *ValidationError
+			var verr *nodeconfig.ValidationError
 			if !errors.As(err, &verr) {
-				t.Fatalf("error %T %v, want *ValidationError", err, err)
+				t.Fatalf("error %T %v, want *nodeconfig.ValidationError", err, err)
 			}
 			if len(verr.Errs) != len(tt.want) {
 				t.Fatalf("got %d errors, want %d: %v", len(verr.Errs), len(tt.want), err)
@@ -91,7 +91,7 @@ func TestRenderRefusesBadInput(t *testing.T) {
 // order, which is meaningful.
 func shuffled(t *testing.T, in Input, r *rand.Rand) Input {
 	t.Helper()
-	cfg, err := ParseIgnition(in.Spec.Config.Raw)
+	cfg, err := nodeconfig.ParseIgnition(in.Spec.Config.Raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,62 +240,6 @@ func benchInput(t testing.TB) Input {
 		Spec: &v1alpha1.MachineConfigSpec{Config: runtime.RawExtension{Raw: raw}, KernelArguments: kargs}}
 }
 
-// BenchmarkRender renders the same configuration again, as the
-// controllers do on every reconcile: Ignition's verdict is cached.
-func BenchmarkRender(b *testing.B) {
-	in := benchInput(b)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Render(in); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkRenderCold renders a configuration never seen before: most of
-// the time is Ignition's own validator.
-func BenchmarkRenderCold(b *testing.B) {
-	in := benchInput(b)
-	b.ReportAllocs()
-	for b.Loop() {
-		parseCache.reset()
-		if _, err := Render(in); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkParseIgnition is Ignition's parser and validator alone, for
-// comparison with BenchmarkRenderCold.
-func BenchmarkParseIgnition(b *testing.B) {
-	in := benchInput(b)
-	b.ReportAllocs()
-	for b.Loop() {
-		// Uncached: ParseIgnition remembers what it parsed.
-		if _, _, err := parseIgnition(in.Spec.Config.Raw); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// TestRenderBudget keeps the benchmark's promise in every test run: the
-// big configuration renders with well under 50 MB of allocations.
-func TestRenderBudget(t *testing.T) {
-	in := benchInput(t)
-	allocs := testing.Benchmark(func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			parseCache.reset()
-			if _, err := Render(in); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	if per := allocs.AllocedBytesPerOp(); per > 50<<20 {
-		t.Errorf("render allocates %d bytes, budget 50 MB", per)
-	}
-}
-
 func FuzzRender(f *testing.F) {
 	cases, _ := filepath.Glob("testdata/golden/*.yaml")
 	for _, path := range cases {
@@ -308,45 +252,22 @@ func FuzzRender(f *testing.F) {
 		in := Input{ConfigName: "rendered-worker-fuzz", Pool: "worker", Arch: "amd64", BaseImage: testBase,
 			Spec: &v1alpha1.MachineConfigSpec{Config: runtime.RawExtension{Raw: raw}}}
 		res, err := Render(in)
-		verrs := ValidateMachineConfigSpec(in.Spec, nil)
+		verrs := nodeconfig.ValidateMachineConfigSpec(in.Spec, nil)
 		if err != nil {
-			if verr := (*ValidationError)(nil); !errors.As(err, &verr) {
-				t.Fatalf("error is %T, want *ValidationError: %v", err, err)
+			if verr := (*nodeconfig.ValidationError)(nil); !errors.As(err, &verr) {
+				t.Fatalf("error is %T, want *nodeconfig.ValidationError: %v", err, err)
 			}
 			if len(verrs) == 0 {
-				t.Fatalf("Render refused what ValidateMachineConfigSpec accepts: %v", err)
+				t.Fatalf("Render refused what nodeconfig.ValidateMachineConfigSpec accepts: %v", err)
 			}
 			return
 		}
 		if len(verrs) > 0 {
-			t.Fatalf("Render accepted what ValidateMachineConfigSpec refuses: %v", verrs)
+			t.Fatalf("Render accepted what nodeconfig.ValidateMachineConfigSpec refuses: %v", verrs)
 		}
 		again, err := Render(in)
 		if err != nil || again.InputHash != res.InputHash {
 			t.Fatalf("second render differs: %v", err)
-		}
-	})
-}
-
-// FuzzDataURL checks that the fast data URL decoder agrees with dataurl,
-// which Ignition uses, on everything it claims to handle.
-func FuzzDataURL(f *testing.F) {
-	for _, s := range []string{"data:,a%20b", "data:;base64,aGk=", "data:text/plain;charset=utf-8;base64,aGk=",
-		"data:,%zz", "data:,caf\xc3\xa9", "data:a;b=c,x", "data:;base64,!!", "data:,100%"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, src string) {
-		fast, ok := fastDataURL(src)
-		if !ok {
-			return
-		}
-		du, err := dataurl.DecodeString(src)
-		if err != nil {
-			// Ignition refuses these before the decoder ever sees them.
-			return
-		}
-		if !bytes.Equal(fast, du.Data) {
-			t.Fatalf("%q: fast %q, dataurl %q", src, fast, du.Data)
 		}
 	})
 }
@@ -379,4 +300,15 @@ func TestAnnotations(t *testing.T) {
 	if res.Stages.Admin == nil || res.Stages.Admin.Annotations != nil {
 		t.Errorf("admin stage %+v: want one, without annotations", res.Stages.Admin)
 	}
+}
+
+func spec(ignJSON string) *v1alpha1.MachineConfigSpec {
+	return &v1alpha1.MachineConfigSpec{Config: runtime.RawExtension{Raw: []byte(ignJSON)}}
+}
+
+func ign35(body string) string {
+	if body == "" {
+		return `{"ignition":{"version":"3.5.0"}}`
+	}
+	return `{"ignition":{"version":"3.5.0"},` + body + `}`
 }

@@ -1,11 +1,14 @@
 package containerfile
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 // adminFormatVersion is part of the admin stage's input hash, for the
@@ -39,8 +42,11 @@ type Stages struct {
 }
 
 // renderStages splits a validated plan into the admin stage and the
-// configuration layer.
-func renderStages(in Input, p *plan, admin *adminContent) (*Stages, error) {
+// configuration layer. rootfs is the plan's rootfs.tar, which is the
+// layer: it is written once per render (the tar was most of a warm
+// render's cost), and the layer is a copy so that the two results share
+// no memory.
+func renderStages(in Input, p *nodeconfig.Plan, admin *adminContent, rootfs []byte) *Stages {
 	st := &Stages{NeedsJob: needsJob(p)}
 
 	var b strings.Builder
@@ -70,32 +76,28 @@ func renderStages(in Input, p *plan, admin *adminContent) (*Stages, error) {
 		}
 	}
 
-	layer, err := writeRootfs(p.entries)
-	if err != nil {
-		return nil, err
-	}
-	st.Layer = layer
-	return st, nil
+	st.Layer = bytes.Clone(rootfs)
+	return st
 }
 
 // needsJob names what in the configuration only a RUN step can do, or "".
-func needsJob(p *plan) string {
+func needsJob(p *nodeconfig.Plan) string {
 	var why []string
-	for _, e := range p.edits {
-		why = append(why, "appends to "+e.path+", a file of the base image")
+	for _, e := range p.Edits {
+		why = append(why, "appends to "+e.Path+", a file of the base image")
 	}
-	for _, c := range p.chowns {
-		owner := c.user
-		if c.group != "" {
-			owner += ":" + c.group
+	for _, c := range p.Chowns {
+		owner := c.User
+		if c.Group != "" {
+			owner += ":" + c.Group
 		}
-		why = append(why, fmt.Sprintf("gives %s to %s by name, which only the image resolves", c.path, owner))
+		why = append(why, fmt.Sprintf("gives %s to %s by name, which only the image resolves", c.Path, owner))
 	}
-	if len(p.enable) > 0 {
-		why = append(why, "enables "+strings.Join(p.enable, ", ")+", without their contents in the configuration")
+	if len(p.Enable) > 0 {
+		why = append(why, "enables "+strings.Join(p.Enable, ", ")+", without their contents in the configuration")
 	}
-	if len(p.disable) > 0 {
-		why = append(why, "disables "+strings.Join(p.disable, ", "))
+	if len(p.Disable) > 0 {
+		why = append(why, "disables "+strings.Join(p.Disable, ", "))
 	}
 	if len(why) == 0 {
 		return ""

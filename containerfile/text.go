@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 // appendMount is where the build's RUN step sees the context's append/
@@ -40,7 +41,7 @@ func labelLine(k, v string) []byte {
 // to what does, and the admin's content comes after Strata's own so that
 // it can build on them; the labels come last so that it cannot override
 // them.
-func containerfileBody(in Input, p *plan, hasRootfs bool, appendNames [][]string, admin *adminContent, labels map[string]string) ([]byte, bool) {
+func containerfileBody(in Input, p *nodeconfig.Plan, hasRootfs bool, appendNames [][]string, admin *adminContent, labels map[string]string) ([]byte, bool) {
 	var b strings.Builder
 	needsRun := false
 	run := func(mount string, cmds []string) {
@@ -59,26 +60,26 @@ func containerfileBody(in Input, p *plan, hasRootfs bool, appendNames [][]string
 
 	var edits []string
 	mount := ""
-	for i, e := range p.edits {
-		q := shellQuote(e.path)
-		edits = append(edits, fmt.Sprintf("mkdir -p %s", shellQuote(path.Dir(e.path))), ": >> "+q)
+	for i, e := range p.Edits {
+		q := shellQuote(e.Path)
+		edits = append(edits, fmt.Sprintf("mkdir -p %s", shellQuote(path.Dir(e.Path))), ": >> "+q)
 		for _, name := range appendNames[i] {
 			mount = fmt.Sprintf("--mount=type=bind,source=%s,target=%s", appendDir, appendMount)
 			edits = append(edits, fmt.Sprintf("cat %s >> %s", shellQuote(appendMount+"/"+strings.TrimPrefix(name, appendDir+"/")), q))
 		}
-		if e.mode != nil {
-			edits = append(edits, fmt.Sprintf("chmod %04o %s", *e.mode, q))
+		if e.Mode != nil {
+			edits = append(edits, fmt.Sprintf("chmod %04o %s", *e.Mode, q))
 		}
 	}
 	run(mount, edits)
 
 	var chowns []string
-	for _, c := range p.chowns {
-		owner := c.user
-		if c.group != "" {
-			owner += ":" + c.group
+	for _, c := range p.Chowns {
+		owner := c.User
+		if c.Group != "" {
+			owner += ":" + c.Group
 		}
-		chowns = append(chowns, fmt.Sprintf("chown -h %s %s", shellQuote(owner), shellQuote(c.path)))
+		chowns = append(chowns, fmt.Sprintf("chown -h %s %s", shellQuote(owner), shellQuote(c.Path)))
 	}
 	slices.Sort(chowns)
 	run("", chowns)
@@ -117,25 +118,25 @@ func quoteAll(words []string) string {
 // adminPackageSteps are the RUN steps of the kernel type and extensions,
 // one command list each: the admin stage's, as they do not depend on the
 // configuration's files.
-func adminPackageSteps(p *plan) [][]string {
+func adminPackageSteps(p *nodeconfig.Plan) [][]string {
 	var steps [][]string
-	if k, ok := kernelSwap[p.kernelType]; ok {
+	if k, ok := kernelSwap[p.KernelType]; ok {
 		steps = append(steps, []string{k})
 	}
-	if len(p.extensions) > 0 {
-		steps = append(steps, []string{"dnf -y install " + quoteAll(p.extensions), "dnf clean all"})
+	if len(p.Packages) > 0 {
+		steps = append(steps, []string{"dnf -y install " + quoteAll(p.Packages), "dnf clean all"})
 	}
 	return steps
 }
 
 // unitSteps enables and disables the units only the image knows.
-func unitSteps(p *plan) []string {
+func unitSteps(p *nodeconfig.Plan) []string {
 	var units []string
-	if len(p.enable) > 0 {
-		units = append(units, "systemctl enable "+quoteAll(p.enable))
+	if len(p.Enable) > 0 {
+		units = append(units, "systemctl enable "+quoteAll(p.Enable))
 	}
-	if len(p.disable) > 0 {
-		units = append(units, "systemctl disable "+quoteAll(p.disable))
+	if len(p.Disable) > 0 {
+		units = append(units, "systemctl disable "+quoteAll(p.Disable))
 	}
 	return units
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 func gzipZeros(t *testing.T, n int) string {
@@ -34,16 +34,16 @@ func gzipFile(path, source string) string {
 }
 
 // TestMergedContentIsLimited: each MachineConfig is under
-// containerfile.MaxContentSize, their merge is not; the rendered config is
+// nodeconfig.MaxContentSize, their merge is not; the rendered config is
 // refused at the file that passes the limit.
 func TestMergedContentIsLimited(t *testing.T) {
-	src := gzipZeros(t, containerfile.MaxContentSize*5/8)
+	src := gzipZeros(t, nodeconfig.MaxContentSize*5/8)
 	configs := []v1alpha1.MachineConfig{
 		mc("00-a", `{"ignition":{"version":"3.5.0"},"storage":{"files":[`+gzipFile("/etc/a", src)+`]}}`),
 		mc("10-b", `{"ignition":{"version":"3.5.0"},"storage":{"files":[`+gzipFile("/etc/b", src)+`]}}`),
 	}
 	for i := range configs {
-		if errs := containerfile.ValidateMachineConfigSpec(&configs[i].Spec, field.NewPath("spec")); len(errs) > 0 {
+		if errs := nodeconfig.ValidateMachineConfigSpec(&configs[i].Spec, field.NewPath("spec")); len(errs) > 0 {
 			t.Fatalf("setup: %s alone is invalid: %v", configs[i].Name, errs)
 		}
 	}
@@ -51,7 +51,7 @@ func TestMergedContentIsLimited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs := containerfile.ValidateMergedSpec(&spec, merged, field.NewPath("spec"))
+	errs := nodeconfig.ValidateMergedSpec(&spec, merged, field.NewPath("spec"))
 	if len(errs) != 1 || errs[0].Type != field.ErrorTypeTooLong || errs[0].Field != "spec.config.storage.files[1].contents" {
 		t.Errorf("merged: %v, want Too long at spec.config.storage.files[1].contents", errs)
 	}

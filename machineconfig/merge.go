@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 // IgnitionVersion is the Ignition spec version of every rendered config:
@@ -49,7 +49,7 @@ func MergeIgnition(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec
 	extensions := map[string]bool{}
 	for i := range sorted {
 		mc := &sorted[i]
-		cfg, err := containerfile.ParseIgnition(mc.Spec.Config.Raw)
+		cfg, err := nodeconfig.ParseIgnition(mc.Spec.Config.Raw)
 		if err != nil {
 			return v1alpha1.MachineConfigSpec{}, igntypes.Config{}, fmt.Errorf("MachineConfig %s: spec.config: %w", mc.Name, err)
 		}

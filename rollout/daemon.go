@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/nodeconfig"
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/rollout/hostfs"
 )
@@ -136,7 +136,7 @@ type scope struct {
 	updating bool
 	// Inputs read when decide asked for them, and this sync's own work.
 	config      configCheck
-	items       []containerfile.NodeItem
+	items       []nodeconfig.NodeItem
 	configErr   *invalidConfigError
 	health      *string
 	skipped     []string

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 // AuthFile is where the daemon writes the pull secret on the host: the
@@ -83,7 +83,7 @@ func (d *Daemon) readConfig(ctx context.Context, s *scope, config string) error 
 		s.config = configUnread
 		return fmt.Errorf("get rendered config %s: %w", config, err)
 	}
-	split, err := containerfile.SplitForNode(&mc.Spec)
+	split, err := nodeconfig.SplitForNode(&mc.Spec)
 	if err != nil {
 		s.config, s.configErr = configInvalid, &invalidConfigError{what: "rendered config " + config, err: err}
 		return nil

@@ -20,8 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/internal/imageref"
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 // ArtifactType is the OCI artifact type of the SBOM referrer.
@@ -53,7 +53,7 @@ type Input struct {
 	// MachineConfig; InputHash is the build's input hash (hex).
 	Pool, RenderedConfig, InputHash string
 	// Layer is the configuration layer, the uncompressed tar Render puts
-	// in the build context as containerfile.RootfsName; nil when the
+	// in the build context as rootfs.tar (containerfile.RootfsName); nil when the
 	// configuration has no file.
 	Layer []byte
 	// Spec is the rendered MachineConfig spec: its units and kernel
@@ -80,7 +80,7 @@ type ImageAnnotation struct {
 	Pool           string `json:"pool"`
 	RenderedConfig string `json:"renderedConfig"`
 	InputHash      string `json:"inputHash"`
-	containerfile.Summary
+	nodeconfig.Summary
 }
 
 var hexPattern = regexp.MustCompile(`^[a-f0-9]+$`)
@@ -92,7 +92,7 @@ func Generate(in Input) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	summary, err := containerfile.Summarize(in.Spec)
+	summary, err := nodeconfig.Summarize(in.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("sbom: spec: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/nodeconfig"
 	"github.com/strata-dev/strata/sbom"
 )
 
@@ -242,7 +243,7 @@ func TestEveryEntry(t *testing.T) {
 	if strings.Join(c.KernelArguments, " ") != "nosmt" {
 		t.Errorf("kernel arguments %q, want [nosmt]", c.KernelArguments)
 	}
-	units := map[string]containerfile.Unit{}
+	units := map[string]nodeconfig.Unit{}
 	for _, u := range c.Units {
 		units[u.Name] = u
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/internal/referrers"
 	"github.com/strata-dev/strata/internal/registry"
+	"github.com/strata-dev/strata/nodeconfig"
 	"github.com/strata-dev/strata/provenance"
 	"github.com/strata-dev/strata/sbom"
 )
@@ -74,9 +75,9 @@ type inspection struct {
 	InputHash      string `json:"inputHash,omitempty"`
 	// Files, KernelArguments and Units are what the configuration added,
 	// from the SBOM; absent without one.
-	Files           []sbom.File          `json:"files,omitempty"`
-	KernelArguments []string             `json:"kernelArguments,omitempty"`
-	Units           []containerfile.Unit `json:"units,omitempty"`
+	Files           []sbom.File       `json:"files,omitempty"`
+	KernelArguments []string          `json:"kernelArguments,omitempty"`
+	Units           []nodeconfig.Unit `json:"units,omitempty"`
 	// SBOM says whether an SBOM referrer was found; SBOMError why its
 	// content could not be read.
 	SBOM      bool   `json:"sbom"`
@@ -283,7 +284,7 @@ func artifactName(t string) string {
 }
 
 // unitChanges says what the configuration does to a unit.
-func unitChanges(u containerfile.Unit) string {
+func unitChanges(u nodeconfig.Unit) string {
 	var what []string
 	switch {
 	case u.Masked:

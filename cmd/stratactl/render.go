@@ -18,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/machineconfig"
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 type renderOptions struct {
@@ -158,7 +159,7 @@ func (o *renderOptions) run(stdout io.Writer) error {
 	}
 	for i := range selected {
 		mc := &selected[i]
-		for _, e := range containerfile.ValidateMachineConfigSpec(&mc.Spec, field.NewPath("spec")) {
+		for _, e := range nodeconfig.ValidateMachineConfigSpec(&mc.Spec, field.NewPath("spec")) {
 			problems = append(problems, fmt.Sprintf("%s: MachineConfig %s: %v", mcNames[mc.Name], mc.Name, e))
 		}
 	}
@@ -193,7 +194,7 @@ func (o *renderOptions) run(stdout io.Writer) error {
 		ConfigName: name, Pool: pool, Spec: &spec, BaseImage: base, Arch: o.arch, Containerfiles: cfs,
 	})
 	if err != nil {
-		var verr *containerfile.ValidationError
+		var verr *nodeconfig.ValidationError
 		if errors.As(err, &verr) {
 			lines := make([]string, len(verr.Errs))
 			for i, e := range verr.Errs {

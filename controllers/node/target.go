@@ -11,10 +11,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/controllers/node/plan"
 	"github.com/strata-dev/strata/internal/imageref"
 	"github.com/strata-dev/strata/internal/layering"
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 // target is a pool's target and what the daemons need besides it.
@@ -82,7 +82,7 @@ func (r *Reconciler) targetFor(ctx context.Context, pool *v1alpha1.MachineConfig
 		}
 		t.Image = url
 	}
-	split, err := containerfile.SplitForNode(&rendered.Spec)
+	split, err := nodeconfig.SplitForNode(&rendered.Spec)
 	if err != nil {
 		// The render controller validated it; this cannot happen unless
 		// the validator changed under a stored config.

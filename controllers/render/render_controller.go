@@ -30,12 +30,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/internal/history"
 	"github.com/strata-dev/strata/internal/poolstatus"
 	"github.com/strata-dev/strata/internal/status"
 	"github.com/strata-dev/strata/internal/version"
 	"github.com/strata-dev/strata/machineconfig"
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 // Reconciler renders MachineConfigPools.
@@ -282,7 +282,7 @@ func validateSources(sources []v1alpha1.MachineConfig) error {
 	var msgs []string
 	for i := range sources {
 		mc := &sources[i]
-		if errs := containerfile.ValidateMachineConfigSpec(&mc.Spec, field.NewPath("spec")); len(errs) > 0 {
+		if errs := nodeconfig.ValidateMachineConfigSpec(&mc.Spec, field.NewPath("spec")); len(errs) > 0 {
 			msgs = append(msgs, fmt.Sprintf("MachineConfig %s: %s", mc.Name, errs.ToAggregate().Error()))
 		}
 	}
@@ -310,7 +310,7 @@ func Render(pool string, sources []v1alpha1.MachineConfig) (name string, spec v1
 	}
 	// Each source is valid alone; their merge must be too (two configs may
 	// disagree, e.g. a link in one and a file under it in another).
-	if errs := containerfile.ValidateMergedSpec(&spec, merged, field.NewPath("spec")); len(errs) > 0 {
+	if errs := nodeconfig.ValidateMergedSpec(&spec, merged, field.NewPath("spec")); len(errs) > 0 {
 		return "", spec, &inputError{msg: fmt.Sprintf("merged MachineConfigs %s: %s", sourceNames(sources), errs.ToAggregate().Error())}
 	}
 	hash, err := machineconfig.Hash(spec)

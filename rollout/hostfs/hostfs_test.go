@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 const (
@@ -53,11 +53,11 @@ func write(t *testing.T, p, content string, mode os.FileMode) {
 
 func ptr[T any](v T) *T { return &v }
 
-func id(n int) *containerfile.Owner      { return &containerfile.Owner{ID: &n} }
-func name(s string) *containerfile.Owner { return &containerfile.Owner{Name: s} }
+func id(n int) *nodeconfig.Owner      { return &nodeconfig.Owner{ID: &n} }
+func name(s string) *nodeconfig.Owner { return &nodeconfig.Owner{Name: s} }
 
-func file(p, content string, mode int) containerfile.NodeItem {
-	return containerfile.NodeItem{Kind: containerfile.NodeFile, Path: p, Mode: ptr(mode), Replace: true, Contents: []byte(content), Overwrite: true}
+func file(p, content string, mode int) nodeconfig.NodeItem {
+	return nodeconfig.NodeItem{Kind: nodeconfig.NodeFile, Path: p, Mode: ptr(mode), Replace: true, Contents: []byte(content), Overwrite: true}
 }
 
 // check asserts a host path's type, mode and owner.
@@ -89,7 +89,7 @@ func content(t *testing.T, p string) string {
 	return string(b)
 }
 
-func apply(t *testing.T, r *Root, items ...containerfile.NodeItem) []string {
+func apply(t *testing.T, r *Root, items ...nodeconfig.NodeItem) []string {
 	t.Helper()
 	skipped, err := r.Apply(items)
 	if err != nil {
@@ -118,8 +118,8 @@ func TestModesAndOwners(t *testing.T) {
 	conf.User, conf.Group = name("core"), name("wheel")
 	suid := file("/var/lib/app/bin/tool", "#!/bin/sh\n", 0o4755)
 	suid.User, suid.Group = id(1234), id(5678)
-	data := containerfile.NodeItem{Kind: containerfile.NodeDirectory, Path: "/var/lib/app/data", Mode: ptr(0o750), User: name("core")}
-	sticky := containerfile.NodeItem{Kind: containerfile.NodeDirectory, Path: "/srv/shared", Mode: ptr(0o1777)}
+	data := nodeconfig.NodeItem{Kind: nodeconfig.NodeDirectory, Path: "/var/lib/app/data", Mode: ptr(0o750), User: name("core")}
+	sticky := nodeconfig.NodeItem{Kind: nodeconfig.NodeDirectory, Path: "/srv/shared", Mode: ptr(0o1777)}
 	if s := apply(t, r, conf, suid, data, sticky); len(s) != 0 {
 		t.Fatalf("skipped %q", s)
 	}
@@ -211,7 +211,7 @@ func TestAtomicReplaceAndOverwrite(t *testing.T) {
 
 func TestAppend(t *testing.T) {
 	r, dir := newRoot(t)
-	appendOnly := containerfile.NodeItem{Kind: containerfile.NodeFile, Path: "/var/lib/app/list", Mode: ptr(0o644), Append: [][]byte{[]byte("b\n"), []byte("c\n")}}
+	appendOnly := nodeconfig.NodeItem{Kind: nodeconfig.NodeFile, Path: "/var/lib/app/list", Mode: ptr(0o644), Append: [][]byte{[]byte("b\n"), []byte("c\n")}}
 	apply(t, r, appendOnly)
 	p := filepath.Join(dir, "var/lib/app/list")
 	if got := content(t, p); got != "b\nc\n" {
@@ -240,9 +240,9 @@ func TestAppend(t *testing.T) {
 
 func TestLinks(t *testing.T) {
 	r, dir := newRoot(t)
-	sym := containerfile.NodeItem{Kind: containerfile.NodeLink, Path: "/var/lib/app/current", Target: "releases/1", User: name("core")}
+	sym := nodeconfig.NodeItem{Kind: nodeconfig.NodeLink, Path: "/var/lib/app/current", Target: "releases/1", User: name("core")}
 	// The hard link sorts before its target and is still made after it.
-	hard := containerfile.NodeItem{Kind: containerfile.NodeLink, Path: "/var/lib/app/a-hard", Target: "/var/lib/app/z-file", Hard: true}
+	hard := nodeconfig.NodeItem{Kind: nodeconfig.NodeLink, Path: "/var/lib/app/a-hard", Target: "/var/lib/app/z-file", Hard: true}
 	if s := apply(t, r, hard, sym, file("/var/lib/app/z-file", "z\n", 0o644)); len(s) != 0 {
 		t.Fatalf("skipped %q", s)
 	}
@@ -272,7 +272,7 @@ func TestLinks(t *testing.T) {
 		t.Errorf("link target %q after overwrite", got)
 	}
 	// A hard link to a missing file is reported.
-	missing := containerfile.NodeItem{Kind: containerfile.NodeLink, Path: "/var/lib/app/h2", Target: "/var/lib/app/none", Hard: true}
+	missing := nodeconfig.NodeItem{Kind: nodeconfig.NodeLink, Path: "/var/lib/app/h2", Target: "/var/lib/app/none", Hard: true}
 	if s := apply(t, r, missing); len(s) != 1 || !strings.Contains(s[0], "does not exist") {
 		t.Errorf("skipped %q", s)
 	}
@@ -281,7 +281,7 @@ func TestLinks(t *testing.T) {
 
 func TestSSHKeys(t *testing.T) {
 	r, dir := newRoot(t)
-	keys := containerfile.NodeItem{Kind: containerfile.NodeSSHAuthorizedKeys, UserName: "core", SSHAuthorizedKeys: []string{"ssh-ed25519 AAAA one", "ssh-ed25519 BBBB two"}}
+	keys := nodeconfig.NodeItem{Kind: nodeconfig.NodeSSHAuthorizedKeys, UserName: "core", SSHAuthorizedKeys: []string{"ssh-ed25519 AAAA one", "ssh-ed25519 BBBB two"}}
 	if s := apply(t, r, keys); len(s) != 0 {
 		t.Fatalf("skipped %q", s)
 	}
@@ -299,8 +299,8 @@ func TestSSHKeys(t *testing.T) {
 		t.Errorf("replaced keys %q", got)
 	}
 	s := apply(t, r,
-		containerfile.NodeItem{Kind: containerfile.NodeSSHAuthorizedKeys, UserName: "ghost", SSHAuthorizedKeys: []string{"k"}},
-		containerfile.NodeItem{Kind: containerfile.NodeSSHAuthorizedKeys, UserName: "nohome", SSHAuthorizedKeys: []string{"k"}})
+		nodeconfig.NodeItem{Kind: nodeconfig.NodeSSHAuthorizedKeys, UserName: "ghost", SSHAuthorizedKeys: []string{"k"}},
+		nodeconfig.NodeItem{Kind: nodeconfig.NodeSSHAuthorizedKeys, UserName: "nohome", SSHAuthorizedKeys: []string{"k"}})
 	if len(s) != 2 || !strings.Contains(s[0], "ghost") || !strings.Contains(s[1], "does not exist") {
 		t.Errorf("skipped %q, want the unknown user and the missing home", s)
 	}
@@ -345,12 +345,12 @@ func TestLinksNeverLeadOutOfTheRoot(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(dir, "run")); err != nil {
 		t.Fatal(err)
 	}
-	items := []containerfile.NodeItem{
+	items := []nodeconfig.NodeItem{
 		file("/var/lib/x/f", "inside\n", 0o644),
 		file("/var/lib/x/secret", "overwritten\n", 0o644),
-		{Kind: containerfile.NodeDirectory, Path: "/var/lib/x/d", Mode: ptr(0o755)},
-		{Kind: containerfile.NodeLink, Path: "/var/lib/x/l", Target: "/etc/shadow"},
-		{Kind: containerfile.NodeLink, Path: "/var/lib/h", Target: "/var/lib/x/secret", Hard: true},
+		{Kind: nodeconfig.NodeDirectory, Path: "/var/lib/x/d", Mode: ptr(0o755)},
+		{Kind: nodeconfig.NodeLink, Path: "/var/lib/x/l", Target: "/etc/shadow"},
+		{Kind: nodeconfig.NodeLink, Path: "/var/lib/h", Target: "/var/lib/x/secret", Hard: true},
 		file("/var/lib/y/g", "inside\n", 0o644),
 	}
 	// The links point at a directory missing inside the root: nothing is
@@ -398,7 +398,7 @@ func TestLinksNeverLeadOutOfTheRoot(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(dir, "var/home/nohome")); err != nil {
 		t.Fatal(err)
 	}
-	apply(t, r, containerfile.NodeItem{Kind: containerfile.NodeSSHAuthorizedKeys, UserName: "nohome", SSHAuthorizedKeys: []string{"k"}})
+	apply(t, r, nodeconfig.NodeItem{Kind: nodeconfig.NodeSSHAuthorizedKeys, UserName: "nohome", SSHAuthorizedKeys: []string{"k"}})
 	assertTree(t, outside, snapshot)
 	if got := content(t, filepath.Join(inside, ".ssh/authorized_keys.d", SSHKeysFile)); got != "k\n" {
 		t.Errorf("keys inside the root: %q", got)

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 // SSHKeysFile is the file, under a user's ~/.ssh/authorized_keys.d/, that
@@ -35,7 +35,7 @@ func skipf(format string, args ...any) error {
 // written for another reason (permissions, I/O) and Apply should be run
 // again; it is idempotent, including appends, which are not repeated
 // when the file already ends with them.
-func (r *Root) Apply(items []containerfile.NodeItem) ([]string, error) {
+func (r *Root) Apply(items []nodeconfig.NodeItem) ([]string, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
@@ -44,8 +44,8 @@ func (r *Root) Apply(items []containerfile.NodeItem) ([]string, error) {
 		return nil, fmt.Errorf("read the host's users and groups: %w", err)
 	}
 	var skipped []string
-	var hard []containerfile.NodeItem
-	apply := func(it containerfile.NodeItem) error {
+	var hard []nodeconfig.NodeItem
+	apply := func(it nodeconfig.NodeItem) error {
 		err := r.apply(acct, &it)
 		var skip *skipError
 		if errors.As(err, &skip) {
@@ -55,7 +55,7 @@ func (r *Root) Apply(items []containerfile.NodeItem) ([]string, error) {
 		return err
 	}
 	for _, it := range items {
-		if it.Kind == containerfile.NodeLink && it.Hard {
+		if it.Kind == nodeconfig.NodeLink && it.Hard {
 			hard = append(hard, it)
 			continue
 		}
@@ -71,20 +71,20 @@ func (r *Root) Apply(items []containerfile.NodeItem) ([]string, error) {
 	return skipped, nil
 }
 
-func (r *Root) apply(acct *accounts, it *containerfile.NodeItem) error {
+func (r *Root) apply(acct *accounts, it *nodeconfig.NodeItem) error {
 	var err error
 	switch it.Kind {
-	case containerfile.NodeFile:
+	case nodeconfig.NodeFile:
 		err = r.file(acct, it)
-	case containerfile.NodeDirectory:
+	case nodeconfig.NodeDirectory:
 		err = r.directory(acct, it)
-	case containerfile.NodeLink:
+	case nodeconfig.NodeLink:
 		if it.Hard {
 			err = r.hardLink(it)
 		} else {
 			err = r.symlink(acct, it)
 		}
-	case containerfile.NodeSSHAuthorizedKeys:
+	case nodeconfig.NodeSSHAuthorizedKeys:
 		return r.sshKeys(acct, it)
 	default:
 		return skipf("%s: unknown kind %q", it.Path, it.Kind)
@@ -109,7 +109,7 @@ func classify(p string, err error) error {
 }
 
 // owners resolves an item's user and group; nil means root.
-func (a *accounts) owners(it *containerfile.NodeItem) (int, int, error) {
+func (a *accounts) owners(it *nodeconfig.NodeItem) (int, int, error) {
 	uid, gid := 0, 0
 	if u := it.User; u != nil {
 		switch {
@@ -138,7 +138,7 @@ func (a *accounts) owners(it *containerfile.NodeItem) (int, int, error) {
 	return uid, gid, nil
 }
 
-func itemMode(it *containerfile.NodeItem, def uint32) uint32 {
+func itemMode(it *nodeconfig.NodeItem, def uint32) uint32 {
 	if it.Mode == nil {
 		return def
 	}
@@ -206,7 +206,7 @@ func (r *Root) slot(p string) (*slot, error) {
 
 func (s *slot) close() { unix.Close(s.dfd) }
 
-func (r *Root) file(acct *accounts, it *containerfile.NodeItem) error {
+func (r *Root) file(acct *accounts, it *nodeconfig.NodeItem) error {
 	uid, gid, err := acct.owners(it)
 	if err != nil {
 		return err
@@ -256,7 +256,7 @@ func (r *Root) file(acct *accounts, it *containerfile.NodeItem) error {
 	return writeAt(dfd, name, want, mode, uid, gid)
 }
 
-func (r *Root) directory(acct *accounts, it *containerfile.NodeItem) error {
+func (r *Root) directory(acct *accounts, it *nodeconfig.NodeItem) error {
 	uid, gid, err := acct.owners(it)
 	if err != nil {
 		return err
@@ -284,7 +284,7 @@ func (r *Root) directory(acct *accounts, it *containerfile.NodeItem) error {
 	return setOwnerMode(fd, uid, gid, mode)
 }
 
-func (r *Root) symlink(acct *accounts, it *containerfile.NodeItem) error {
+func (r *Root) symlink(acct *accounts, it *nodeconfig.NodeItem) error {
 	uid, gid, err := acct.owners(it)
 	if err != nil {
 		return err
@@ -334,7 +334,7 @@ func readlinkat(dfd int, name string) (string, error) {
 
 // hardLink links the item's path to its target. A hard link shares its
 // target's inode, so the item's owner does not apply.
-func (r *Root) hardLink(it *containerfile.NodeItem) error {
+func (r *Root) hardLink(it *nodeconfig.NodeItem) error {
 	tdir, tname, err := split(it.Target)
 	if err != nil {
 		return skipf("%s: not written: target: %v", it.Path, err)
@@ -389,7 +389,7 @@ func (r *Root) hardLink(it *containerfile.NodeItem) error {
 // owned by the user, creating .ssh and authorized_keys.d (0700) when
 // missing. The home directory must exist: the daemon does not make
 // users.
-func (r *Root) sshKeys(acct *accounts, it *containerfile.NodeItem) error {
+func (r *Root) sshKeys(acct *accounts, it *nodeconfig.NodeItem) error {
 	u, ok := acct.users[it.UserName]
 	if !ok {
 		return skipf("SSH keys of %s: not written: the user is not in the host's /etc/passwd", it.UserName)

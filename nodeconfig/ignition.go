@@ -1,4 +1,4 @@
-package containerfile
+package nodeconfig
 
 import (
 	"bytes"
@@ -15,11 +15,9 @@ import (
 	"github.com/coreos/ignition/v2/config/util"
 	"github.com/coreos/ignition/v2/config/v3_5"
 	ign "github.com/coreos/ignition/v2/config/v3_5/types"
-	"github.com/coreos/ignition/v2/config/validate"
 	vpath "github.com/coreos/vcontext/path"
 	"github.com/coreos/vcontext/report"
 	"github.com/coreos/vcontext/tree"
-	vvalidate "github.com/coreos/vcontext/validate"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v30 "github.com/coreos/ignition/v2/config/v3_0/types"
@@ -135,18 +133,19 @@ func parseCurrentVersion(raw []byte) (ign.Config, bool) {
 		return ign.Config{}, false
 	}
 	// ValidateWithContext(cfg, nil) is these two walks, one after the
-	// other; they are independent, so run them side by side, the shorter
-	// one with the check for unknown keys.
+	// other (done here as vcontext does them, see walk.go); they are
+	// independent, so run them side by side, the shorter one with the
+	// check for unknown keys.
 	var dups report.Report
 	var unknown bool
 	done := make(chan struct{})
 	go func() {
-		dups = vvalidate.ValidateCustom(cfg, "json", validate.ValidateDups)
+		dups = validateDups(cfg)
 		var doc any
 		unknown = json.Unmarshal(raw, &doc) != nil || hasUnknownKey(doc, configTypes[3][5])
 		close(done)
 	}()
-	fields := vvalidate.Validate(cfg, "json")
+	fields := validateFields(cfg)
 	<-done
 	if unknown || fields.IsFatal() || dups.IsFatal() {
 		return ign.Config{}, false

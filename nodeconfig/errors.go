@@ -1,4 +1,4 @@
-package containerfile
+package nodeconfig
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// ValidationError is every problem found in one set of inputs. Render
+// ValidationError is every problem found in one set of inputs. The renderer
 // refuses all of them at once, so that a person can fix a configuration in
 // one round instead of one error per build.
 type ValidationError struct {

@@ -1,9 +1,6 @@
-package containerfile
+package nodeconfig
 
-import (
-	"bufio"
-	"strings"
-)
+import "strings"
 
 // installSection is what `systemctl enable` reads from a unit's [Install]
 // section.
@@ -19,11 +16,12 @@ func parseInstall(contents ...string) installSection {
 	var in installSection
 	for _, c := range contents {
 		section := ""
-		sc := bufio.NewScanner(strings.NewReader(c))
-		sc.Buffer(make([]byte, 0, 4096), len(c)+1)
 		var cont string
-		for sc.Scan() {
-			line := strings.TrimSpace(sc.Text())
+		// Lines as bufio.ScanLines splits them; the CR it drops is space,
+		// which TrimSpace drops anyway. No scanner: its buffer was most
+		// of what enabling a unit allocated.
+		for line := range strings.Lines(c) {
+			line = strings.TrimSpace(line)
 			if cont != "" {
 				line = cont + " " + line
 				cont = ""

@@ -1,4 +1,4 @@
-package containerfile
+package nodeconfig
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 // what only an image can carry.
 type NodeSplit struct {
 	// NodeItems are the /var-bound items and SSH keys the daemon writes,
-	// in the order Render returns them.
+	// in the order the renderer returns them.
 	NodeItems []NodeItem
 	// ImageOnly describes, one line per kind, the content that only an
 	// image can carry (files, links and directories outside /var, units,
@@ -23,7 +23,7 @@ type NodeSplit struct {
 	ImageOnly []string
 }
 
-// SplitForNode validates spec like Render and splits it into the daemon's
+// SplitForNode validates spec like the renderer and splits it into the daemon's
 // part and the image's part. The daemon calls it on the desired rendered
 // config to learn what to write; the rollout controller calls it to report
 // image-only content of pools that build no image.
@@ -31,13 +31,13 @@ func SplitForNode(spec *v1alpha1.MachineConfigSpec) (*NodeSplit, error) {
 	if spec == nil {
 		spec = &v1alpha1.MachineConfigSpec{}
 	}
-	p, errs := buildPlan(spec, field.NewPath("spec"))
+	p, errs := BuildPlan(spec, field.NewPath("spec"))
 	if len(errs) > 0 {
 		return nil, &ValidationError{Errs: errs}
 	}
-	s := &NodeSplit{NodeItems: slices.Clone(p.nodeItems)}
+	s := &NodeSplit{NodeItems: slices.Clone(p.NodeItems)}
 	var files, units int
-	for path := range p.entries {
+	for path := range p.Entries {
 		switch {
 		case path == kargsPath:
 		case underUnitDir(path):
@@ -46,21 +46,21 @@ func SplitForNode(spec *v1alpha1.MachineConfigSpec) (*NodeSplit, error) {
 			files++
 		}
 	}
-	files += len(p.edits)
+	files += len(p.Edits)
 	if files > 0 {
 		s.ImageOnly = append(s.ImageOnly, fmt.Sprintf("%d files, directories or links outside /var", files))
 	}
-	if units > 0 || len(p.enable) > 0 || len(p.disable) > 0 {
-		s.ImageOnly = append(s.ImageOnly, fmt.Sprintf("%d systemd unit entries", units+len(p.enable)+len(p.disable)))
+	if units > 0 || len(p.Enable) > 0 || len(p.Disable) > 0 {
+		s.ImageOnly = append(s.ImageOnly, fmt.Sprintf("%d systemd unit entries", units+len(p.Enable)+len(p.Disable)))
 	}
-	if len(p.kargs) > 0 {
-		s.ImageOnly = append(s.ImageOnly, fmt.Sprintf("%d kernel arguments", len(p.kargs)))
+	if len(p.KernelArguments) > 0 {
+		s.ImageOnly = append(s.ImageOnly, fmt.Sprintf("%d kernel arguments", len(p.KernelArguments)))
 	}
-	if len(p.extensions) > 0 {
-		s.ImageOnly = append(s.ImageOnly, fmt.Sprintf("extensions %v", p.extensions))
+	if len(p.Packages) > 0 {
+		s.ImageOnly = append(s.ImageOnly, fmt.Sprintf("extensions %v", p.Packages))
 	}
-	if p.kernelType != "" && p.kernelType != v1alpha1.KernelTypeDefault {
-		s.ImageOnly = append(s.ImageOnly, "kernelType "+string(p.kernelType))
+	if p.KernelType != "" && p.KernelType != v1alpha1.KernelTypeDefault {
+		s.ImageOnly = append(s.ImageOnly, "kernelType "+string(p.KernelType))
 	}
 	return s, nil
 }

@@ -1,4 +1,4 @@
-package containerfile
+package nodeconfig
 
 import (
 	"bytes"

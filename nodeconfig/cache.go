@@ -1,4 +1,4 @@
-package containerfile
+package nodeconfig
 
 import (
 	"crypto/sha256"
@@ -12,7 +12,7 @@ import (
 // of milliseconds for a large config; our own rendering costs a fraction
 // of that. The render and build controllers validate the same rendered
 // config on every reconcile, so the verdict is kept for the most recent
-// configs, by content. Entries are never mutated: buildPlan only reads the
+// configs, by content. Entries are never mutated: BuildPlan only reads the
 // config (it clones before sorting).
 // The cache holds at most parseCacheSize configs and parseCacheBytes of
 // raw config, so that a few huge configs cannot pin much memory.

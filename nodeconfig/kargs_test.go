@@ -1,4 +1,4 @@
-package containerfile
+package nodeconfig
 
 import (
 	"slices"
@@ -15,14 +15,14 @@ import (
 // spec.kernelArguments entry holding three arguments becomes three
 // arguments of the kargs.d file, as the Machine Config Daemon splits it.
 func TestKernelArgumentEntryWithSeveralArguments(t *testing.T) {
-	p, errs := buildPlan(&v1alpha1.MachineConfigSpec{KernelArguments: []string{
+	p, errs := BuildPlan(&v1alpha1.MachineConfigSpec{KernelArguments: []string{
 		"intel_iommu=on,sm_on modules_load=vfio-pci vfio-pci.ids=8086:4941,8086:4943",
 	}}, field.NewPath("spec"))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
 	want := `kargs = ["intel_iommu=on,sm_on", "modules_load=vfio-pci", "vfio-pci.ids=8086:4941,8086:4943"]`
-	if got := string(p.entries[kargsPath].data); !strings.Contains(got, want+"\n") {
+	if got := string(p.Entries[kargsPath].Data); !strings.Contains(got, want+"\n") {
 		t.Errorf("kargs.d file:\n%s\nwant the line %s", got, want)
 	}
 }
@@ -92,15 +92,15 @@ func TestKernelArgumentsRefused(t *testing.T) {
 		})
 	}
 
-	p, errs := buildPlan(&v1alpha1.MachineConfigSpec{
+	p, errs := BuildPlan(&v1alpha1.MachineConfigSpec{
 		KernelArguments: []string{`a quiet dyndbg="x y"`},
 		Config:          spec(ign35(`"kernelArguments":{"shouldExist":["quiet","dyndbg=\"x y\"","b"]}`)).Config,
 	}, field.NewPath("spec"))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if want := []string{"a", "quiet", `dyndbg="x y"`, "b"}; !slices.Equal(p.kargs, want) {
-		t.Errorf("kargs = %q, want %q: shouldExist adds only what the split entries do not have", p.kargs, want)
+	if want := []string{"a", "quiet", `dyndbg="x y"`, "b"}; !slices.Equal(p.KernelArguments, want) {
+		t.Errorf("kargs = %q, want %q: shouldExist adds only what the split entries do not have", p.KernelArguments, want)
 	}
 }
 

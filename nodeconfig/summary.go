@@ -1,4 +1,4 @@
-package containerfile
+package nodeconfig
 
 import (
 	"cmp"
@@ -30,8 +30,8 @@ type Summary struct {
 	Units           []Unit   `json:"units,omitempty"`
 }
 
-// Summarize reads a rendered MachineConfig spec the way Render does. It
-// assumes spec renders (Render validated it): an Ignition config that does
+// Summarize reads a rendered MachineConfig spec the way the renderer does. It
+// assumes spec renders (the renderer validated it): an Ignition config that does
 // not parse is an error, not a partial summary. Units are sorted by name.
 func Summarize(spec *v1alpha1.MachineConfigSpec) (*Summary, error) {
 	s := &Summary{}

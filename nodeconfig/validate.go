@@ -1,4 +1,4 @@
-package containerfile
+package nodeconfig
 
 import (
 	"archive/tar"
@@ -31,57 +31,69 @@ var (
 	ownerNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9_.-]*\$?$`)
 )
 
-// entry is one item of the image's config layer.
-type entry struct {
-	path     string // absolute
-	typeflag byte   // tar.TypeReg, TypeDir, TypeSymlink or TypeLink
-	mode     int64
-	uid, gid int
-	data     []byte
-	target   string // link target (absolute path for hard links)
-	origin   *field.Path
+// Entry is one item of the image's configuration layer.
+type Entry struct {
+	Path     string // absolute
+	Type     byte   // tar.TypeReg, TypeDir, TypeSymlink or TypeLink
+	Mode     int64
+	UID, GID int
+	Data     []byte
+	Target   string      // link target (absolute path for hard links)
+	origin   *field.Path // the field that wrote it, for errors
 }
 
-// editOp is a baked file without a source: Ignition keeps the file the
+// Edit is a baked file without a source: Ignition keeps the file the
 // base has (creating it empty if absent) and appends to it, which only a
 // build step that sees the base can do.
-type editOp struct {
-	path    string
-	appends [][]byte
-	mode    *int
+type Edit struct {
+	Path    string
+	Appends [][]byte
+	Mode    *int
 }
 
-// chownOp sets an owner that is not known at render time (a name, which
+// Chown sets an owner that is not known at render time (a name, which
 // only the image's /etc/passwd resolves) or that belongs to a file an
-// editOp makes.
-type chownOp struct {
-	path, user, group string
+// Edit makes. User and Group are names or numeric ids; "" leaves one as
+// it is.
+type Chown struct {
+	Path, User, Group string
 }
 
-// plan is everything a valid MachineConfig spec turns into, before it is
-// written out. Render and ValidateMachineConfigSpec build the same plan, so
-// that the render controller and the builder can never disagree on what
-// is valid.
-type plan struct {
-	entries    map[string]*entry
-	edits      []editOp
-	chowns     []chownOp
-	enable     []string // units of the base image to enable at build time
-	disable    []string // units to disable at build time, with or without contents
-	kargs      []string
-	nodeItems  []NodeItem
-	extensions []string // the packages of spec.extensions, sorted and unique
-	kernelType v1alpha1.KernelType
+// Plan is everything a valid MachineConfig spec turns into, before it is
+// written out as a Containerfile and layer (package containerfile) or as
+// files on the node (the daemon). The renderer and ValidateMachineConfigSpec
+// build the same plan, so that the render controller and the builder can
+// never disagree on what is valid. A Plan is read, never modified.
+type Plan struct {
+	// Entries are the image's files, directories and links by path,
+	// the kargs.d file and the links that enable units included.
+	Entries map[string]*Entry
+	// Edits are sorted by path.
+	Edits  []Edit
+	Chowns []Chown
+	// Enable are units of the base image to enable at build time;
+	// Disable units to disable at build time, with or without contents.
+	// Both sorted and unique.
+	Enable, Disable []string
+	// KernelArguments are spec.kernelArguments split into arguments,
+	// then Ignition's kernelArguments.shouldExist not already present.
+	KernelArguments []string
+	// NodeItems are what the daemon writes; see NodeItem.
+	NodeItems []NodeItem
+	// Packages are the packages of spec.extensions, sorted and unique.
+	Packages   []string
+	KernelType v1alpha1.KernelType
 }
 
-// ValidateMachineConfigSpec returns everything Render would refuse in spec,
+// ValidateMachineConfigSpec returns everything the renderer
+// (containerfile.Render) would refuse in spec,
 // with field paths under fldPath (usually field.NewPath("spec")) such as
 // spec.config.storage.files[3].path and the offending value. It is the one
 // validator of MachineConfigs: the render controller calls it on each
-// MachineConfig and on the merged result, and Render refuses any spec it
-// finds a problem in.
+// MachineConfig and on the merged result, and the renderer refuses any
+// spec it finds a problem in.
 func ValidateMachineConfigSpec(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path) field.ErrorList {
-	_, errs := buildPlan(spec, fldPath)
+	_, errs := BuildPlan(spec, fldPath)
 	return errs
 }
 
@@ -93,8 +105,8 @@ func ValidateMachineConfigSpec(spec *v1alpha1.MachineConfigSpec, fldPath *field.
 // pool; it has already seen every entry of every source, so here only the
 // rules that span entries run again: Ignition's own (Storage.Validate,
 // Systemd.Validate: a file under a link, for example) and all of Strata's.
-// Render still runs the full validator on the rendered config before a
-// build.
+// The renderer still runs the full validator on the rendered config
+// before a build.
 func ValidateMergedSpec(spec *v1alpha1.MachineConfigSpec, cfg ign.Config, fldPath *field.Path) field.ErrorList {
 	cfgPath := fldPath.Child("config")
 	var rpt report.Report
@@ -107,7 +119,10 @@ func ValidateMergedSpec(spec *v1alpha1.MachineConfigSpec, cfg ign.Config, fldPat
 	return errs
 }
 
-func buildPlan(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path) (*plan, field.ErrorList) {
+// BuildPlan validates spec and plans it, with field errors under fldPath
+// as ValidateMachineConfigSpec returns them; the plan is nil when there
+// is any. Ignition configs are parsed through ParseIgnition's cache.
+func BuildPlan(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path) (*Plan, field.ErrorList) {
 	return buildPlanParsed(spec, fldPath, func() (ign.Config, field.ErrorList) {
 		cfg, rpt, err := parseIgnitionCached(spec.Config.Raw)
 		if err != nil {
@@ -117,8 +132,8 @@ func buildPlan(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path) (*plan, fi
 	})
 }
 
-func buildPlanParsed(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path, parse func() (ign.Config, field.ErrorList)) (*plan, field.ErrorList) {
-	p := &plan{entries: map[string]*entry{}}
+func buildPlanParsed(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path, parse func() (ign.Config, field.ErrorList)) (*Plan, field.ErrorList) {
+	p := &Plan{Entries: map[string]*Entry{}}
 	var errs field.ErrorList
 
 	for i, a := range spec.KernelArguments {
@@ -134,7 +149,7 @@ func buildPlanParsed(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path, pars
 				errs = append(errs, field.Invalid(kp, short(arg), msg))
 			}
 		}
-		p.kargs = append(p.kargs, args...)
+		p.KernelArguments = append(p.KernelArguments, args...)
 	}
 
 	seen := map[string]bool{}
@@ -154,11 +169,11 @@ func buildPlanParsed(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path, pars
 			names = append(names, e)
 		}
 	}
-	p.extensions = packagesOf(names)
+	p.Packages = packagesOf(names)
 
 	switch spec.KernelType {
 	case "", v1alpha1.KernelTypeDefault, v1alpha1.KernelTypeRealtime, v1alpha1.KernelType64kPages:
-		p.kernelType = spec.KernelType
+		p.KernelType = spec.KernelType
 	default:
 		errs = append(errs, field.NotSupported(fldPath.Child("kernelType"), spec.KernelType,
 			[]v1alpha1.KernelType{v1alpha1.KernelTypeDefault, v1alpha1.KernelTypeRealtime, v1alpha1.KernelType64kPages}))
@@ -169,7 +184,7 @@ func buildPlanParsed(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path, pars
 	if len(parseErrs) > 0 {
 		return nil, append(errs, parseErrs...)
 	}
-	w := &walker{plan: p, path: cfgPath, content: newContentBudget()}
+	w := &walker{Plan: p, path: cfgPath, content: newContentBudget()}
 	w.ignitionSection(&cfg)
 	w.storage(&cfg.Storage)
 	w.systemd(&cfg.Systemd)
@@ -181,27 +196,27 @@ func buildPlanParsed(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path, pars
 	}
 	// A file edited at build time must not also be a layer entry: the
 	// layer would be unpacked first and the edit would silently change it.
-	for _, e := range p.edits {
-		if old, ok := p.entries[e.path]; ok {
-			errs = append(errs, field.Invalid(old.origin, e.path, "the same path is also a file without contents in storage.files"))
+	for _, e := range p.Edits {
+		if old, ok := p.Entries[e.Path]; ok {
+			errs = append(errs, field.Invalid(old.origin, e.Path, "the same path is also a file without contents in storage.files"))
 		}
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	slices.SortFunc(p.edits, func(a, b editOp) int { return strings.Compare(a.path, b.path) })
-	if len(p.kargs) > 0 {
-		if ferr := p.add(&entry{path: kargsPath, typeflag: tar.TypeReg, mode: 0o644, data: kargsTOML(p.kargs), origin: fldPath.Child("kernelArguments")}); ferr != nil {
+	slices.SortFunc(p.Edits, func(a, b Edit) int { return strings.Compare(a.Path, b.Path) })
+	if len(p.KernelArguments) > 0 {
+		if ferr := p.add(&Entry{Path: kargsPath, Type: tar.TypeReg, Mode: 0o644, Data: kargsTOML(p.KernelArguments), origin: fldPath.Child("kernelArguments")}); ferr != nil {
 			return nil, field.ErrorList{ferr}
 		}
 	}
-	sortNodeItems(p.nodeItems)
+	sortNodeItems(p.NodeItems)
 	return p, nil
 }
 
 // walker collects the plan and the errors of one Ignition config.
 type walker struct {
-	*plan
+	*Plan
 	path    *field.Path // spec.config
 	errs    field.ErrorList
 	content contentBudget // of the decoded files and appends, see limits.go
@@ -213,17 +228,17 @@ func (w *walker) fail(err *field.Error) { w.errs = append(w.errs, err) }
 // the same path (for example a storage file and a systemd unit of the same
 // name). Identical entries, such as two units wanted by the same target
 // through the same link, are one.
-func (p *plan) add(e *entry) *field.Error {
-	old, ok := p.entries[e.path]
+func (p *Plan) add(e *Entry) *field.Error {
+	old, ok := p.Entries[e.Path]
 	if !ok {
-		p.entries[e.path] = e
+		p.Entries[e.Path] = e
 		return nil
 	}
-	if old.typeflag == e.typeflag && old.target == e.target && old.mode == e.mode &&
-		old.uid == e.uid && old.gid == e.gid && bytes.Equal(old.data, e.data) {
+	if old.Type == e.Type && old.Target == e.Target && old.Mode == e.Mode &&
+		old.UID == e.UID && old.GID == e.GID && bytes.Equal(old.Data, e.Data) {
 		return nil
 	}
-	return field.Invalid(e.origin, e.path, "the same path is also written by "+old.origin.String())
+	return field.Invalid(e.origin, e.Path, "the same path is also written by "+old.origin.String())
 }
 
 func (w *walker) ignitionSection(cfg *ign.Config) {
@@ -365,7 +380,7 @@ func (w *walker) file(f *ign.File, fp *field.Path, baked, node map[string]bool) 
 		if f.Overwrite != nil {
 			overwrite = *f.Overwrite
 		}
-		w.nodeItems = append(w.nodeItems, NodeItem{
+		w.NodeItems = append(w.NodeItems, NodeItem{
 			Kind: NodeFile, Path: f.Path, Mode: &mode, User: user, Group: group,
 			Overwrite: overwrite,
 			Replace:   hasSource(f.Contents), Contents: contents, Append: appends,
@@ -373,9 +388,9 @@ func (w *walker) file(f *ign.File, fp *field.Path, baked, node map[string]bool) 
 		return
 	}
 	if !hasSource(f.Contents) {
-		w.edits = append(w.edits, editOp{path: f.Path, appends: appends, mode: f.Mode})
+		w.Edits = append(w.Edits, Edit{Path: f.Path, Appends: appends, Mode: f.Mode})
 		if user != nil || group != nil {
-			w.chowns = append(w.chowns, chownOp{path: f.Path, user: ownerString(user), group: ownerString(group)})
+			w.Chowns = append(w.Chowns, Chown{Path: f.Path, User: ownerString(user), Group: ownerString(group)})
 		}
 		return
 	}
@@ -384,13 +399,13 @@ func (w *walker) file(f *ign.File, fp *field.Path, baked, node map[string]bool) 
 	for _, a := range appends {
 		contents = append(contents, a...)
 	}
-	if ferr := w.add(&entry{path: f.Path, typeflag: tar.TypeReg, mode: int64(mode), uid: uid, gid: gid, data: contents, origin: fp.Child("path")}); ferr != nil {
+	if ferr := w.add(&Entry{Path: f.Path, Type: tar.TypeReg, Mode: int64(mode), UID: uid, GID: gid, Data: contents, origin: fp.Child("path")}); ferr != nil {
 		w.fail(ferr)
 		return
 	}
 	baked[f.Path] = true
 	if needsChown(user, group) {
-		w.chowns = append(w.chowns, chownOp{path: f.Path, user: ownerString(user), group: ownerString(group)})
+		w.Chowns = append(w.Chowns, Chown{Path: f.Path, User: ownerString(user), Group: ownerString(group)})
 	}
 }
 
@@ -404,18 +419,18 @@ func (w *walker) directory(d *ign.Directory, dp *field.Path) {
 		mode = *d.Mode
 	}
 	if varBound(d.Path) {
-		w.nodeItems = append(w.nodeItems, NodeItem{
+		w.NodeItems = append(w.NodeItems, NodeItem{
 			Kind: NodeDirectory, Path: d.Path, Mode: &mode, User: user, Group: group,
 			Overwrite: d.Overwrite != nil && *d.Overwrite,
 		})
 		return
 	}
-	if ferr := w.add(&entry{path: d.Path, typeflag: tar.TypeDir, mode: int64(mode), uid: uid, gid: gid, origin: dp.Child("path")}); ferr != nil {
+	if ferr := w.add(&Entry{Path: d.Path, Type: tar.TypeDir, Mode: int64(mode), UID: uid, GID: gid, origin: dp.Child("path")}); ferr != nil {
 		w.fail(ferr)
 		return
 	}
 	if needsChown(user, group) {
-		w.chowns = append(w.chowns, chownOp{path: d.Path, user: ownerString(user), group: ownerString(group)})
+		w.Chowns = append(w.Chowns, Chown{Path: d.Path, User: ownerString(user), Group: ownerString(group)})
 	}
 }
 
@@ -454,26 +469,26 @@ func (w *walker) link(l *ign.Link, lp *field.Path, baked, node map[string]bool) 
 		return
 	}
 	if varBound(l.Path) {
-		w.nodeItems = append(w.nodeItems, NodeItem{
+		w.NodeItems = append(w.NodeItems, NodeItem{
 			Kind: NodeLink, Path: l.Path, User: user, Group: group,
 			Overwrite: l.Overwrite != nil && *l.Overwrite, Target: target, Hard: hard,
 		})
 		return
 	}
-	e := &entry{path: l.Path, typeflag: tar.TypeSymlink, mode: 0o777, uid: uid, gid: gid, target: target, origin: lp.Child("path")}
+	e := &Entry{Path: l.Path, Type: tar.TypeSymlink, Mode: 0o777, UID: uid, GID: gid, Target: target, origin: lp.Child("path")}
 	if hard {
 		// A hard link shares its target's inode. Unpackers apply a hard
 		// link header's mode and owner to that inode, so they must be the
 		// target's, not the link's own.
-		t := w.entries[target]
-		e.typeflag, e.mode, e.uid, e.gid = tar.TypeLink, t.mode, t.uid, t.gid
+		t := w.Entries[target]
+		e.Type, e.Mode, e.UID, e.GID = tar.TypeLink, t.Mode, t.UID, t.GID
 	}
 	if ferr := w.add(e); ferr != nil {
 		w.fail(ferr)
 		return
 	}
 	if !hard && needsChown(user, group) {
-		w.chowns = append(w.chowns, chownOp{path: l.Path, user: ownerString(user), group: ownerString(group)})
+		w.Chowns = append(w.Chowns, Chown{Path: l.Path, User: ownerString(user), Group: ownerString(group)})
 	}
 }
 
@@ -507,12 +522,12 @@ func (w *walker) systemd(s *ign.Systemd) {
 		}
 		unitPath := unitDir + "/" + u.Name
 		if u.Contents != nil {
-			if ferr := w.add(&entry{path: unitPath, typeflag: tar.TypeReg, mode: 0o644, data: []byte(*u.Contents), origin: p.Child("name")}); ferr != nil {
+			if ferr := w.add(&Entry{Path: unitPath, Type: tar.TypeReg, Mode: 0o644, Data: []byte(*u.Contents), origin: p.Child("name")}); ferr != nil {
 				w.fail(ferr)
 			}
 		}
 		if masked {
-			if ferr := w.add(&entry{path: unitPath, typeflag: tar.TypeSymlink, mode: 0o777, target: "/dev/null", origin: p.Child("mask")}); ferr != nil {
+			if ferr := w.add(&Entry{Path: unitPath, Type: tar.TypeSymlink, Mode: 0o777, Target: "/dev/null", origin: p.Child("mask")}); ferr != nil {
 				w.fail(ferr)
 			}
 		}
@@ -525,7 +540,7 @@ func (w *walker) systemd(s *ign.Systemd) {
 			if d.Contents == nil {
 				continue
 			}
-			if ferr := w.add(&entry{path: unitPath + ".d/" + d.Name, typeflag: tar.TypeReg, mode: 0o644, data: []byte(*d.Contents), origin: dp.Child("name")}); ferr != nil {
+			if ferr := w.add(&Entry{Path: unitPath + ".d/" + d.Name, Type: tar.TypeReg, Mode: 0o644, Data: []byte(*d.Contents), origin: dp.Child("name")}); ferr != nil {
 				w.fail(ferr)
 			}
 		}
@@ -535,24 +550,24 @@ func (w *walker) systemd(s *ign.Systemd) {
 		case enabled:
 			// A unit of the base image: its [Install] section is only known
 			// inside the image.
-			w.enable = append(w.enable, u.Name)
+			w.Enable = append(w.Enable, u.Name)
 		case disabled:
 			// With or without contents: the links that enable the unit
 			// (the base image's presets, or its own [Install] section) are
 			// only known inside the image. The step runs after the layer
 			// has put the config's unit file in place, as OpenShift runs
 			// `systemctl disable` on the node.
-			w.disable = append(w.disable, u.Name)
+			w.Disable = append(w.Disable, u.Name)
 		}
 	}
 	done := map[string]bool{}
 	for _, i := range enableLater {
 		w.enableUnit(s, i, up, withContents, done)
 	}
-	slices.Sort(w.enable)
-	w.enable = slices.Compact(w.enable)
-	slices.Sort(w.disable)
-	w.disable = slices.Compact(w.disable)
+	slices.Sort(w.Enable)
+	w.Enable = slices.Compact(w.Enable)
+	slices.Sort(w.Disable)
+	w.Disable = slices.Compact(w.Disable)
 }
 
 // enableUnit makes the links `systemctl enable` would make for unit i from
@@ -584,7 +599,7 @@ func (w *walker) enableUnit(s *ign.Systemd, i int, up *field.Path, withContents 
 		linkName = instanceOf(u.Name, in.defaultInstance)
 	}
 	link := func(from string) {
-		if ferr := w.add(&entry{path: from, typeflag: tar.TypeSymlink, mode: 0o777, target: target, origin: p.Child("enabled")}); ferr != nil {
+		if ferr := w.add(&Entry{Path: from, Type: tar.TypeSymlink, Mode: 0o777, Target: target, origin: p.Child("enabled")}); ferr != nil {
 			w.fail(ferr)
 		}
 	}
@@ -615,7 +630,7 @@ func (w *walker) enableUnit(s *ign.Systemd, i int, up *field.Path, withContents 
 		if j, ok := withContents[also]; ok {
 			w.enableUnit(s, j, up, withContents, done)
 		} else {
-			w.enable = append(w.enable, also)
+			w.Enable = append(w.Enable, also)
 		}
 	}
 }
@@ -662,7 +677,7 @@ func (w *walker) passwd(pw *ign.Passwd) {
 			keys = append(keys, key)
 		}
 		if len(keys) > 0 {
-			w.nodeItems = append(w.nodeItems, NodeItem{Kind: NodeSSHAuthorizedKeys, UserName: u.Name, SSHAuthorizedKeys: keys})
+			w.NodeItems = append(w.NodeItems, NodeItem{Kind: NodeSSHAuthorizedKeys, UserName: u.Name, SSHAuthorizedKeys: keys})
 		}
 	}
 }
@@ -670,7 +685,7 @@ func (w *walker) passwd(pw *ign.Passwd) {
 func (w *walker) kernelArguments(k *ign.KernelArguments) {
 	kp := w.path.Child("kernelArguments")
 	have := map[string]bool{}
-	for _, a := range w.kargs {
+	for _, a := range w.KernelArguments {
 		have[a] = true
 	}
 	for i, a := range k.ShouldExist {
@@ -680,7 +695,7 @@ func (w *walker) kernelArguments(k *ign.KernelArguments) {
 		}
 		if !have[string(a)] {
 			have[string(a)] = true
-			w.kargs = append(w.kargs, string(a))
+			w.KernelArguments = append(w.KernelArguments, string(a))
 		}
 	}
 	for i := range k.ShouldNotExist {

@@ -1,4 +1,4 @@
-package containerfile
+package nodeconfig
 
 import (
 	"testing"
@@ -13,7 +13,7 @@ import (
 // node. An explicit false still leaves a different file alone, and a file
 // without contents keeps Ignition's rule (overwrite needs contents).
 func TestNodeFileOverwriteDefault(t *testing.T) {
-	p, errs := buildPlan(spec(ign35(`"storage":{"files":[
+	p, errs := BuildPlan(spec(ign35(`"storage":{"files":[
 		{"path":"/usr/local/bin/set-rcu-normal.sh","mode":493,"contents":{"source":"data:,%23!%2Fbin%2Fbash%0Aecho%20v2%0A"}},
 		{"path":"/var/lib/keep","overwrite":false,"contents":{"source":"data:,k"}},
 		{"path":"/var/lib/replace","overwrite":true,"contents":{"source":"data:,r"}},
@@ -32,10 +32,10 @@ func TestNodeFileOverwriteDefault(t *testing.T) {
 		"/var/lib/dir":  false,
 		"/var/lib/link": false,
 	}
-	if len(p.nodeItems) != len(want) {
-		t.Fatalf("node items %+v, want %d", p.nodeItems, len(want))
+	if len(p.NodeItems) != len(want) {
+		t.Fatalf("node items %+v, want %d", p.NodeItems, len(want))
 	}
-	for _, it := range p.nodeItems {
+	for _, it := range p.NodeItems {
 		if w, ok := want[it.Path]; !ok || it.Overwrite != w {
 			t.Errorf("%s %s: overwrite %v, want %v", it.Kind, it.Path, it.Overwrite, w)
 		}

@@ -1,4 +1,4 @@
-package containerfile
+package nodeconfig
 
 // Ignition 2.x configs (spec 2.0.0 to 2.4.0; OpenShift 4.1 to 4.5 wrote
 // 2.2.0, and many MachineConfigs in the wild still do) are parsed and
