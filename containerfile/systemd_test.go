@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/internal/testhost"
-	"github.com/strata-dev/strata/internal/testregistry"
+	"github.com/strata-dev/strata/test/testhost"
+	"github.com/strata-dev/strata/test/testregistry"
 )
 
 // chronydUnit is the unit of mco-real/repro/d1-disable-unit-with-contents:

@@ -88,7 +88,7 @@ apt_ensure() { # COMMAND... then -- PACKAGE...
 envtest() {
 	# busybox-static: the base image of the renderer's and builder's real build tests.
 	apt_ensure buildah skopeo /bin/busybox -- buildah skopeo busybox-static
-	# The bootc simulator (internal/bootcsim) deploys into a real ostree
+	# The bootc simulator (test/bootcsim) deploys into a real ostree
 	# sysroot, and its cleanup needs chattr -i on the deployments.
 	apt_ensure /usr/bin/ostree -- ostree
 	apt_ensure chattr -- e2fsprogs
@@ -106,7 +106,7 @@ cluster() {
 	apt_ensure containerd runc /usr/lib/cni/bridge /bin/busybox debootstrap iptables openssl curl -- \
 		containerd runc containernetworking-plugins busybox-static debootstrap iptables openssl curl
 	build_kube kube-controller-manager kube-scheduler kubelet
-	# kwok keeps the simulated nodes (e2e/simnode) Ready and runs their pods.
+	# kwok keeps the simulated nodes (test/simnode) Ready and runs their pods.
 	go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
 }
 

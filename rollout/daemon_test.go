@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/rollout/hostfs"
+	"github.com/strata-dev/strata/test/testenv"
 )
 
 // These tests run the daemon's state machine against a real apiserver

@@ -14,7 +14,7 @@ import (
 
 // fakeHost is an in-process bootc host for the state machine's tests:
 // deployments booted, staged and rollback, a boot id, and counters of
-// every call. The real simulator (internal/bootcsim) is the e2e's.
+// every call. The real simulator (test/bootcsim) is the e2e's.
 type fakeHost struct {
 	mu             sync.Mutex
 	booted         string

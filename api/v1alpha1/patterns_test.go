@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/internal/testenv"
+	"github.com/strata-dev/strata/test/testenv"
 )
 
 func TestPullSpecPatterns(t *testing.T) {

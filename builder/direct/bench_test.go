@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-dev/strata/internal/testregistry"
+	"github.com/strata-dev/strata/test/testregistry"
 )
 
 // BenchmarkBuild builds on a synthetic base of STRATA_BENCH_BASE_MIB MiB

@@ -20,7 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 
 	"github.com/strata-dev/strata/internal/registry"
-	"github.com/strata-dev/strata/internal/testregistry"
+	"github.com/strata-dev/strata/test/testregistry"
 )
 
 // pulled is ref as the registry has it.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-dev/strata/internal/testhost"
-	"github.com/strata-dev/strata/internal/testregistry"
+	"github.com/strata-dev/strata/test/testhost"
+	"github.com/strata-dev/strata/test/testregistry"
 )
 
 // TestBuildahBuildsFromResult: buildah pulls the image Build pushed and

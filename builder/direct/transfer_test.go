@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 
-	"github.com/strata-dev/strata/internal/testregistry"
+	"github.com/strata-dev/strata/test/testregistry"
 )
 
 // TestBaseLayersNotDownloaded: to the base's registry, Build reads no

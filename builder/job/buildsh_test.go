@@ -34,8 +34,8 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
-	"github.com/strata-dev/strata/internal/testhost"
-	"github.com/strata-dev/strata/internal/testregistry"
+	"github.com/strata-dev/strata/test/testhost"
+	"github.com/strata-dev/strata/test/testregistry"
 )
 
 // regPass is the test registry's password for user "strata".

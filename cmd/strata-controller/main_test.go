@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/internal/testenv"
+	"github.com/strata-dev/strata/test/testenv"
 )
 
 // TestControllerLogs runs the built controller against a real apiserver

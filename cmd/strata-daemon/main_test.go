@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/rollout"
+	"github.com/strata-dev/strata/test/testenv"
 )
 
 // fakeBootc is a stand-in bootc with its state in files of $FAKE_BOOTC:

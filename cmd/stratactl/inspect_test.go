@@ -20,9 +20,9 @@ import (
 	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/internal/referrers"
 	"github.com/strata-dev/strata/internal/registry"
-	"github.com/strata-dev/strata/internal/testregistry"
 	"github.com/strata-dev/strata/provenance"
 	"github.com/strata-dev/strata/sbom"
+	"github.com/strata-dev/strata/test/testregistry"
 )
 
 const inspectPassword = "inspect-Passw0rd"

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/internal/testenv"
+	"github.com/strata-dev/strata/test/testenv"
 )
 
 // TestLogSources: the containers of a build's Job pods, in the order they

@@ -33,10 +33,10 @@ import (
 	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/internal/referrers"
 	"github.com/strata-dev/strata/internal/registry"
-	"github.com/strata-dev/strata/internal/testregistry"
 	"github.com/strata-dev/strata/internal/version"
 	"github.com/strata-dev/strata/provenance"
 	"github.com/strata-dev/strata/sbom"
+	"github.com/strata-dev/strata/test/testregistry"
 )
 
 // singleJob makes the fixture's MachineOSConfig build in one Job (the

@@ -37,8 +37,8 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
-	"github.com/strata-dev/strata/internal/testenv"
-	"github.com/strata-dev/strata/internal/testregistry"
+	"github.com/strata-dev/strata/test/testenv"
+	"github.com/strata-dev/strata/test/testregistry"
 )
 
 // These tests run the build controller against a real apiserver and a

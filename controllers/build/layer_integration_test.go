@@ -29,7 +29,7 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
 	"github.com/strata-dev/strata/containerfile"
-	"github.com/strata-dev/strata/internal/testenv"
+	"github.com/strata-dev/strata/test/testenv"
 )
 
 // configLayer makes the fixture's MachineOSConfig build with the default

@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/internal/testenv"
+	"github.com/strata-dev/strata/test/testenv"
 )
 
 // TestLogsTransitions: an operator reading the controller's log sees each

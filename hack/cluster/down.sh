@@ -182,7 +182,7 @@ for p in "${absent[@]}"; do
 done
 
 # 8. The run's own state; the journal goes last. Simulated nodes' roots
-# (e2e/simnode) that a killed test left behind hold immutable ostree
+# (test/simnode) that a killed test left behind hold immutable ostree
 # deployments.
 umount_under "$state"
 unimmutable_deployments "$state"

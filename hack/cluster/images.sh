@@ -204,11 +204,11 @@ fi
 
 # --- Strata's images, from the working tree
 # The inputs of the binaries: every Go file that is not a test's (tracked
-# or not, unless ignored) outside e2e/ and hack/, go.mod, go.sum, the Go
+# or not, unless ignored) outside test/e2e/ and hack/, go.mod, go.sum, the Go
 # toolchain and the version the binaries carry.
 version=$(cd "$root" && git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
 src=$( (cd "$root" && go version && echo "$version" && sha256sum go.mod go.sum &&
-	git ls-files -z -co --exclude-standard -- '*.go' ':!:*_test.go' ':!:e2e/' ':!:hack/' |
+	git ls-files -z -co --exclude-standard -- '*.go' ':!:*_test.go' ':!:test/e2e/' ':!:hack/' |
 	sort -z | xargs -0 sha256sum) | hash)
 # gobuild DIR PACKAGE...: static binaries of the packages into DIR.
 gobuild() {
@@ -256,7 +256,7 @@ h=$( (echo "$src $base" && echo strata-daemon-sim-v1) | hash)
 if ! fresh strata-daemon-sim "$h"; then
 	log "building image strata/strata-daemon-sim ($version, on $base)"
 	d=$work/rootfs/strata-daemon-sim
-	gobuild "$d/usr/local/bin" ./cmd/strata-daemon ./internal/bootcsim/bootc-sim
+	gobuild "$d/usr/local/bin" ./cmd/strata-daemon ./test/bootcsim/bootc-sim
 	push_layer strata-daemon-sim "$base" "$d" --entrypoint /usr/local/bin/strata-daemon --cmd ''
 	stamp strata-daemon-sim "$h"
 fi

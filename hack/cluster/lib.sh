@@ -175,7 +175,7 @@ EOF
 
 # unimmutable_deployments DIR: clear the immutable flag ostree sets on each
 # deployment directory (sysroot/ostree/deploy/OS/deploy/CHECKSUM.N) in the
-# simulated nodes' roots that e2e/simnode keeps in DIR/simnodes-*, and in
+# simulated nodes' roots that test/simnode keeps in DIR/simnodes-*, and in
 # the real node's simulated root, DIR/realnode (deploy.sh), so that rm -rf
 # can remove them.
 unimmutable_deployments() {

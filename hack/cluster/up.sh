@@ -2,7 +2,7 @@
 # up.sh starts a real one-node Kubernetes cluster on this machine for the
 # e2e suite: the local registry (127.0.0.1:5000), etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, containerd + runc and the kubelet,
-# and kwok for the simulated nodes (e2e/simnode), with every file under
+# and kwok for the simulated nodes (test/simnode), with every file under
 # .infra/cluster. It builds the test images first (images.sh test;
 # Strata's own are deploy.sh's), writes .infra/cluster/kubeconfig and
 # returns once the node is Ready and the default service account exists.

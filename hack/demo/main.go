@@ -28,7 +28,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/strata-dev/strata/e2e/simnode"
+	"github.com/strata-dev/strata/test/simnode"
 )
 
 const (

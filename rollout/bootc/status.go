@@ -2,7 +2,7 @@
 // few commands the Strata daemon needs (status, switch, rollback) and the
 // BootcHost document `bootc status --format=json` prints. The document's
 // types are the only Go declaration of it: the bootc simulator
-// (internal/bootcsim) writes its status with them, so they encode as
+// (test/bootcsim) writes its status with them, so they encode as
 // bootc 1.16 does (a key bootc always writes is never omitted, an absent
 // value is null), and the simulator's tests parse its output here.
 package bootc

@@ -26,7 +26,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/strata-dev/strata/internal/testenv"
+	"github.com/strata-dev/strata/test/testenv"
 )
 
 // Registry is a running test registry.

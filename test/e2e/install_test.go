@@ -29,7 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/e2e/simnode"
+	"github.com/strata-dev/strata/test/simnode"
 )
 
 // Strata as hack/cluster/deploy.sh installs it (config/default through

@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
-	"github.com/strata-dev/strata/internal/bootcsim"
-	"github.com/strata-dev/strata/internal/testregistry"
 	"github.com/strata-dev/strata/rollout/bootc"
+	"github.com/strata-dev/strata/test/bootcsim"
+	"github.com/strata-dev/strata/test/testregistry"
 )
 
 // The status document as ../../../shared/docs/BOOTC.md describes it,

@@ -41,7 +41,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	kubeconfig := os.Getenv("KUBECONFIG")
 	if kubeconfig == "" {
 		// go test runs in the package directory.
-		kubeconfig = filepath.Join("..", ".infra", "cluster", "kubeconfig")
+		kubeconfig = filepath.Join("..", "..", ".infra", "cluster", "kubeconfig")
 	}
 	var err error
 	adminCfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)

@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/strata-dev/strata/e2e/simnode"
+	"github.com/strata-dev/strata/test/simnode"
 )
 
 // The harness against the live test cluster (make cluster-up), with

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/e2e/simnode"
+	"github.com/strata-dev/strata/test/simnode"
 )
 
 const gatePool = "e2e-gate"

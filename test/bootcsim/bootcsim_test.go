@@ -15,9 +15,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
-	"github.com/strata-dev/strata/internal/bootcsim"
-	"github.com/strata-dev/strata/internal/testregistry"
 	"github.com/strata-dev/strata/rollout/bootc"
+	"github.com/strata-dev/strata/test/bootcsim"
+	"github.com/strata-dev/strata/test/testregistry"
 )
 
 // testImage is a pushed test image.

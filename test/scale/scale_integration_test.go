@@ -34,8 +34,8 @@ import (
 	"github.com/strata-dev/strata/controllers/degraded"
 	"github.com/strata-dev/strata/controllers/node"
 	"github.com/strata-dev/strata/controllers/render"
-	"github.com/strata-dev/strata/internal/testenv"
-	"github.com/strata-dev/strata/internal/testregistry"
+	"github.com/strata-dev/strata/test/testenv"
+	"github.com/strata-dev/strata/test/testregistry"
 )
 
 const (

@@ -30,8 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/e2e/simnode"
 	"github.com/strata-dev/strata/internal/scheme"
+	"github.com/strata-dev/strata/test/simnode"
 )
 
 // The rollout end to end: strata-controller, installed as its Deployment

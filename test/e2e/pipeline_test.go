@@ -52,7 +52,7 @@ var _ = Describe("The build pipeline", Ordered, func() {
 	BeforeAll(func(ctx SpecContext) {
 		kubeconfig := os.Getenv("KUBECONFIG")
 		if kubeconfig == "" {
-			kubeconfig = filepath.Join("..", ".infra", "cluster", "kubeconfig")
+			kubeconfig = filepath.Join("..", "..", ".infra", "cluster", "kubeconfig")
 		}
 		c = newClient(kubeconfig)
 

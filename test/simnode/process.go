@@ -24,7 +24,7 @@ func Build(ctx context.Context, moduleRoot, dir string) (daemon, bootcSim string
 	// One after the other: test machines have few cores.
 	for _, b := range []struct{ out, pkg string }{
 		{daemon, "./cmd/strata-daemon"},
-		{bootcSim, "./internal/bootcsim/bootc-sim"},
+		{bootcSim, "./test/bootcsim/bootc-sim"},
 	} {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
 		cmd.Dir = moduleRoot

@@ -154,7 +154,7 @@ func jobLogs(ctx context.Context, ns, job string) (string, error) {
 func crane(ctx context.Context, args ...string) (string, error) {
 	path, err := exec.LookPath("crane")
 	if err != nil {
-		path = filepath.Join("..", ".infra", "bin", "crane")
+		path = filepath.Join("..", "..", ".infra", "bin", "crane")
 	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, path, args...)

@@ -18,8 +18,8 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/strata-dev/strata/internal/bootcsim"
 	"github.com/strata-dev/strata/rollout/bootc"
+	"github.com/strata-dev/strata/test/bootcsim"
 )
 
 // rootEnv names the node directory when --sim-root is not given.

@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-dev/strata/e2e/simnode"
-	"github.com/strata-dev/strata/internal/testenv"
+	"github.com/strata-dev/strata/test/simnode"
+	"github.com/strata-dev/strata/test/testenv"
 )
 
 // e2eKubeconfig is the test cluster's admin kubeconfig.
@@ -26,7 +26,7 @@ func e2eKubeconfig() string {
 	if k := os.Getenv("KUBECONFIG"); k != "" {
 		return k
 	}
-	return filepath.Join("..", ".infra", "cluster", "kubeconfig")
+	return filepath.Join("..", "..", ".infra", "cluster", "kubeconfig")
 }
 
 // registrySecrets makes the push and pull Secrets the specs' MachineOSConfigs
