@@ -1,28 +1,22 @@
 package containerfile
 
 import (
-	"os"
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/test/testconfigs"
 )
 
 // ignitionCorpus is the model's corpus of real Ignition 2.2 MachineConfigs.
 const ignitionCorpus = "../nodeconfig/testdata/ignition-corpus/"
 
-// loadMachineConfig reads a MachineConfig manifest of the corpus.
+// loadMachineConfig reads a MachineConfig manifest.
 func loadMachineConfig(t testing.TB, path string) v1alpha1.MachineConfig {
 	t.Helper()
-	raw, err := os.ReadFile(path)
+	mc, err := testconfigs.Load(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var mc v1alpha1.MachineConfig
-	if err := yaml.Unmarshal(raw, &mc); err != nil {
-		t.Fatalf("%s: %v", path, err)
 	}
 	return mc
 }

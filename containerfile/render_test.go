@@ -7,15 +7,14 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
-	ign "github.com/coreos/ignition/v2/config/v3_5/types"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/nodeconfig"
+	"github.com/strata-dev/strata/test/testconfigs"
 )
 
 func TestRenderRefusesBadInput(t *testing.T) {
@@ -208,36 +207,13 @@ func TestHashChangesWithInput(t *testing.T) {
 	}
 }
 
-// benchInput is the benchmark's configuration: 500 files, 200 units and
-// 50 kernel arguments.
+// benchInput is the benchmark's configuration (testconfigs.Large).
 func benchInput(t testing.TB) Input {
-	var cfg ign.Config
-	cfg.Ignition.Version = "3.5.0"
-	src := "data:;base64,SGVsbG8sIFN0cmF0YSEgVGhpcyBpcyBhIGNvbmZpZ3VyYXRpb24gZmlsZS4K"
-	for i := range 500 {
-		mode := 0o644
-		cfg.Storage.Files = append(cfg.Storage.Files, ign.File{
-			Node:          ign.Node{Path: "/etc/strata/bench/d" + strconv.Itoa(i%7) + "/file-" + strconv.Itoa(i) + ".conf"},
-			FileEmbedded1: ign.FileEmbedded1{Mode: &mode, Contents: ign.Resource{Source: &src}},
-		})
-	}
-	yes := true
-	for i := range 200 {
-		c := "[Unit]\nDescription=bench " + strconv.Itoa(i) + "\n[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"
-		d := "[Service]\nEnvironment=N=" + strconv.Itoa(i) + "\n"
-		cfg.Systemd.Units = append(cfg.Systemd.Units, ign.Unit{Name: "bench-" + strconv.Itoa(i) + ".service", Enabled: &yes, Contents: &c,
-			Dropins: []ign.Dropin{{Name: "10-env.conf", Contents: &d}}})
-	}
-	raw, err := json.Marshal(cfg)
+	spec, err := testconfigs.Large()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kargs []string
-	for i := range 50 {
-		kargs = append(kargs, "bench.arg"+strconv.Itoa(i)+"=value")
-	}
-	return Input{ConfigName: "rendered-worker-bench", Pool: "worker", Arch: "amd64", BaseImage: testBase,
-		Spec: &v1alpha1.MachineConfigSpec{Config: runtime.RawExtension{Raw: raw}, KernelArguments: kargs}}
+	return Input{ConfigName: "rendered-worker-bench", Pool: "worker", Arch: "amd64", BaseImage: testBase, Spec: spec}
 }
 
 func FuzzRender(f *testing.F) {

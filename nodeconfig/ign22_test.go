@@ -2,7 +2,6 @@ package nodeconfig
 
 import (
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -12,18 +11,15 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/test/testconfigs"
 )
 
-// loadMachineConfig reads a MachineConfig manifest of testdata.
+// loadMachineConfig reads a MachineConfig manifest.
 func loadMachineConfig(t testing.TB, path string) v1alpha1.MachineConfig {
 	t.Helper()
-	raw, err := os.ReadFile(path)
+	mc, err := testconfigs.Load(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var mc v1alpha1.MachineConfig
-	if err := yaml.Unmarshal(raw, &mc); err != nil {
-		t.Fatalf("%s: %v", path, err)
 	}
 	return mc
 }
