@@ -107,6 +107,17 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		mcCreated = time.Now()
 		Expect(c.Create(ctx, machineConfig("hello from strata"))).To(Succeed())
 
+		// The pool may render once without the MachineConfig first; that
+		// build is interrupted at once, and its Job goes with it.
+		Eventually(func(g Gomega) {
+			p := &v1alpha1.MachineConfigPool{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Name: "e2e"}, p)).To(Succeed())
+			var sources []string
+			for _, s := range p.Status.Configuration.Source {
+				sources = append(sources, s.Name)
+			}
+			g.Expect(sources).To(ContainElement("50-e2e"))
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 		build := waitBuild(ctx, c, "")
 		jobCreated := waitJob(ctx, build.Name)
 		GinkgoWriter.Printf("MEASURE MachineConfig created to build Job created: %s\n", jobCreated.Sub(mcCreated).Round(time.Millisecond))
@@ -389,7 +400,8 @@ func waitCurrent(ctx context.Context, c client.Client, b *v1alpha1.MachineOSBuil
 }
 
 // waitBuild waits for the MachineOSConfig's current build to be another
-// one than not.
+// one than not, and of the pool's current rendered config (a build of an
+// earlier one is about to be interrupted).
 func waitBuild(ctx context.Context, c client.Client, not string) *v1alpha1.MachineOSBuild {
 	b := &v1alpha1.MachineOSBuild{}
 	Eventually(func(g Gomega) {
@@ -398,6 +410,9 @@ func waitBuild(ctx context.Context, c client.Client, not string) *v1alpha1.Machi
 		g.Expect(m.Status.MachineOSBuild).NotTo(BeNil(), "conditions %+v", m.Status.Conditions)
 		g.Expect(m.Status.MachineOSBuild.Name).NotTo(Equal(not))
 		g.Expect(c.Get(ctx, client.ObjectKey{Name: m.Status.MachineOSBuild.Name}, b)).To(Succeed())
+		p := &v1alpha1.MachineConfigPool{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: m.Spec.MachineConfigPool.Name}, p)).To(Succeed())
+		g.Expect(b.Spec.MachineConfig.Name).To(Equal(p.Status.Configuration.Name))
 	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
 	return b
 }
