@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -72,21 +70,20 @@ func readObjects(file string) ([]object, error) {
 		defer f.Close()
 		r = f
 	}
-	yr := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	docs, err := splitDocuments(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
 	var objs []object
 	var problems []string
-	for doc := 1; ; doc++ {
-		raw, err := yr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return objs, fmt.Errorf("%s: document %d: %w", file, doc, err)
-		}
+	n := 0
+	for _, d := range docs {
+		raw := d.raw
 		if len(bytes.TrimSpace(raw)) == 0 || isOnlyComments(raw) {
 			continue
 		}
-		obj := object{file: file, doc: doc}
+		n++
+		obj := object{file: file, doc: n}
 		// As kubectl does: YAML to JSON without knowing the target type, so
 		// that a number where a string belongs is refused here as by the
 		// apiserver; duplicate keys are refused too.

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,4 +57,40 @@ func FuzzDecodeObject(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSplitDocuments splits as YAML defines documents: "..." ends one, and
+// what follows it is the next even without "---". Documents without text
+// are left out here.
+func TestSplitDocuments(t *testing.T) {
+	type doc struct {
+		raw  string
+		line int
+	}
+	tests := []struct {
+		in   string
+		want []doc
+	}{
+		{"a: 1\n---\nb: 2\n", []doc{{"a: 1\n", 1}, {"b: 2\n", 3}}},
+		{"a: 1\n...\nb: 2\n", []doc{{"a: 1\n", 1}, {"b: 2\n", 3}}},
+		{"a: 1\n...\n---\nb: 2\n...\n", []doc{{"a: 1\n", 1}, {"b: 2\n", 4}}},
+		{"a: 1\n... # end\nb: 2", []doc{{"a: 1\n", 1}, {"b: 2", 3}}},
+		{"--- # first\na: |\n  ...\n  ---x\n", []doc{{"a: |\n  ...\n  ---x\n", 2}}},
+		{"a: ...b\n---x: 1\n....\n", []doc{{"a: ...b\n---x: 1\n....\n", 1}}},
+	}
+	for _, tc := range tests {
+		docs, err := splitDocuments(strings.NewReader(tc.in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []doc
+		for _, d := range docs {
+			if len(d.raw) > 0 {
+				got = append(got, doc{string(d.raw), d.line})
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q: got %v, want %v", tc.in, got, tc.want)
+		}
+	}
 }

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// issue26Case is one file of testdata/corpus-issue26: a few lines of our
+// own for each way the second set of real MachineConfigs (issue 26) was
+// treated differently from OpenShift, kept apart from testdata/corpus so
+// that it keeps measuring the published files.
+type issue26Case struct {
+	file string
+	// args are render's flags beyond -f FILE and -o DIR.
+	args []string
+	// refused are strings the refusal must hold; nil when the file
+	// renders.
+	refused []string
+	// out are strings render's output must hold when it renders (its
+	// warnings among them).
+	out []string
+}
+
+var issue26Cases = []issue26Case{
+	{file: "06-document-end-marker.yaml", args: []string{"--pool", "worker", "--base", base},
+		out: []string{"MachineConfigs merged (3): 50-first, 51-second, 52-third"}},
+}
+
+// TestCorpusIssue26 renders each file of testdata/corpus-issue26 and checks
+// its outcome.
+func TestCorpusIssue26(t *testing.T) {
+	files, err := filepath.Glob("testdata/corpus-issue26/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]bool{}
+	for _, tc := range issue26Cases {
+		rows[tc.file] = true
+	}
+	for _, f := range files {
+		if !rows[filepath.Base(f)] {
+			t.Errorf("%s has no row in issue26Cases", f)
+		}
+	}
+	for _, tc := range issue26Cases {
+		t.Run(strings.TrimSuffix(tc.file, ".yaml"), func(t *testing.T) {
+			args := append([]string{"-f", filepath.Join("testdata/corpus-issue26", tc.file), "-o", filepath.Join(t.TempDir(), "ctx")}, tc.args...)
+			out, err := runRender(t, args...)
+			switch {
+			case tc.refused == nil && err != nil:
+				t.Fatalf("refused, want it rendered:\n%v", err)
+			case tc.refused != nil && err == nil:
+				t.Fatalf("rendered, want a refusal:\n%s", out)
+			}
+			for _, want := range tc.refused {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("refusal lacks %q:\n%v", want, err)
+				}
+			}
+			for _, want := range tc.out {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
