@@ -23,6 +23,15 @@ type issue26Case struct {
 }
 
 var issue26Cases = []issue26Case{
+	{file: "03-ignition2-leftovers.yaml", args: []string{"--pool", "worker", "--base", base},
+		out: []string{
+			`warning: testdata/corpus-issue26/03-ignition2-leftovers.yaml: MachineConfig 99-worker-leftovers: spec.config.networkd: an empty "networkd" is Ignition 2.x; ignored, as OpenShift ignores it; remove the key`,
+			`warning: testdata/corpus-issue26/03-ignition2-leftovers.yaml: MachineConfig 99-worker-leftovers: spec.config.storage.files[0].filesystem: "filesystem: root" is Ignition 2.x; ignored`,
+		}},
+	{file: "03-ignition2-leftover-other-fs.yaml", args: []string{"--pool", "worker", "--base", base},
+		refused: []string{`MachineConfig 99-worker-other-fs: spec.config.storage.files[0].filesystem: Invalid value: "filesystem": key unknown to Ignition 3.2.0`}},
+	{file: "03-ignition2-leftover-networkd-units.yaml", args: []string{"--pool", "worker", "--base", base},
+		refused: []string{`MachineConfig 99-worker-networkd-units: spec.config.networkd: Invalid value: "networkd": key unknown to Ignition 3.2.0`}},
 	{file: "06-document-end-marker.yaml", args: []string{"--pool", "worker", "--base", base},
 		out: []string{"MachineConfigs merged (3): 50-first, 51-second, 52-third"}},
 }

@@ -68,7 +68,7 @@ The base image must be given by digest (--base, else the MachineOSConfig's
 baseImagePullSpec, else the merged osImageURL).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.run(cmd.OutOrStdout())
+			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -83,7 +83,15 @@ baseImagePullSpec, else the merged osImageURL).`,
 	return cmd
 }
 
-func (o *renderOptions) run(stdout io.Writer) error {
+func (o *renderOptions) run(stdout, stderr io.Writer) error {
+	// Warnings: what renders, but not as the input seems to say. They are
+	// printed whether or not the render succeeds.
+	var warnings []string
+	defer func() {
+		for _, w := range warnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+	}()
 	var objs []object
 	var problems []string
 	for _, f := range o.files {
@@ -161,6 +169,9 @@ func (o *renderOptions) run(stdout io.Writer) error {
 		mc := &selected[i]
 		for _, e := range nodeconfig.ValidateMachineConfigSpec(&mc.Spec, field.NewPath("spec")) {
 			problems = append(problems, fmt.Sprintf("%s: MachineConfig %s: %v", mcNames[mc.Name], mc.Name, e))
+		}
+		for _, w := range nodeconfig.Warnings(&mc.Spec, field.NewPath("spec")) {
+			warnings = append(warnings, fmt.Sprintf("%s: MachineConfig %s: %s", mcNames[mc.Name], mc.Name, w))
 		}
 	}
 	if err := checkOutput(o.out); err != nil {
