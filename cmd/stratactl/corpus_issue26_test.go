@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,9 +21,18 @@ type issue26Case struct {
 	// out are strings render's output must hold when it renders (its
 	// warnings among them).
 	out []string
+	// containerfile is a string the rendered Containerfile must hold.
+	containerfile string
 }
 
 var issue26Cases = []issue26Case{
+	{file: "01-osimageurl-overridden.yaml", out: []string{
+		`warning: MachineOSConfig worker: spec.baseImagePullSpec "quay.io/example/base@sha256:2222222222222222222222222222222222222222222222222222222222222222" overrides testdata/corpus-issue26/01-osimageurl-overridden.yaml: MachineConfig 99-worker-os-image: spec.osImageURL "quay.io/example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111"`,
+	}, containerfile: "FROM quay.io/example/base@sha256:2222222222222222222222222222222222222222222222222222222222222222\n"},
+	{file: "01-osimageurl-is-base.yaml",
+		containerfile: "FROM quay.io/example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111\n"},
+	{file: "01-osimageurl-by-tag.yaml", args: []string{"--pool", "worker"},
+		refused: []string{`testdata/corpus-issue26/01-osimageurl-by-tag.yaml: MachineConfig 99-worker-os-tag: spec.osImageURL: Invalid value: "quay.io/example/os:latest": must be registry/repository@sha256:<digest>`}},
 	{file: "03-ignition2-leftovers.yaml", args: []string{"--pool", "worker", "--base", base},
 		out: []string{
 			`warning: testdata/corpus-issue26/03-ignition2-leftovers.yaml: MachineConfig 99-worker-leftovers: spec.config.networkd: an empty "networkd" is Ignition 2.x; ignored, as OpenShift ignores it; remove the key`,
@@ -54,7 +64,8 @@ func TestCorpusIssue26(t *testing.T) {
 	}
 	for _, tc := range issue26Cases {
 		t.Run(strings.TrimSuffix(tc.file, ".yaml"), func(t *testing.T) {
-			args := append([]string{"-f", filepath.Join("testdata/corpus-issue26", tc.file), "-o", filepath.Join(t.TempDir(), "ctx")}, tc.args...)
+			dir := filepath.Join(t.TempDir(), "ctx")
+			args := append([]string{"-f", filepath.Join("testdata/corpus-issue26", tc.file), "-o", dir}, tc.args...)
 			out, err := runRender(t, args...)
 			switch {
 			case tc.refused == nil && err != nil:
@@ -70,6 +81,12 @@ func TestCorpusIssue26(t *testing.T) {
 			for _, want := range tc.out {
 				if !strings.Contains(out, want) {
 					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			if tc.containerfile != "" {
+				cf, err := os.ReadFile(filepath.Join(dir, "Containerfile"))
+				if err != nil || !strings.Contains(string(cf), tc.containerfile) {
+					t.Errorf("Containerfile lacks %q (%v):\n%s", tc.containerfile, err, cf)
 				}
 			}
 		})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/internal/imageref"
 	"github.com/strata-dev/strata/machineconfig"
 	"github.com/strata-dev/strata/nodeconfig"
 )
@@ -182,19 +183,19 @@ func (o *renderOptions) run(stdout, stderr io.Writer) error {
 	}
 
 	var cfs []v1alpha1.MachineOSContainerfile
-	base := o.base
 	if mosc != nil {
 		cfs = mosc.Spec.ContainerFile
-		if base == "" {
-			base = mosc.Spec.BaseImagePullSpec
-		}
 	}
 	spec, err := machineconfig.Merge(selected)
 	if err != nil {
 		return fmt.Errorf("cannot render: merge: %w", err)
 	}
-	if base == "" {
-		base = spec.OSImageURL
+	base, baseFrom, overrides := chooseBase(o.base, mosc, spec.OSImageURL, machineconfig.OSImageURLSource(selected), mcNames)
+	if overrides != "" {
+		warnings = append(warnings, overrides)
+	}
+	if base != "" && !imageref.ValidPinned(base) {
+		return fmt.Errorf("cannot render:\n  %s: Invalid value: %q: must be registry/repository@sha256:<digest>: builds must reproduce, and render cannot resolve a tag", baseFrom, base)
 	}
 	hash, err := machineconfig.Hash(spec)
 	if err != nil {
@@ -238,6 +239,28 @@ func (o *renderOptions) run(stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "input hash %s, needs RUN steps: %v, items for the node: %d\n", res.InputHash, res.NeedsRun, len(res.NodeItems))
 	return nil
+}
+
+// chooseBase is the base image the build is made FROM, as the build
+// controller chooses it (--base standing in for the MachineOSConfig's
+// baseImagePullSpec, and before it), and where it came from for messages.
+// When the base overrides a MachineConfig's osImageURL, overrides says so,
+// as the controller's conditions do: OpenShift would build on the
+// osImageURL.
+func chooseBase(flag string, mosc *v1alpha1.MachineOSConfig, osImageURL, source string, files map[string]string) (base, from, overrides string) {
+	mcFrom := fmt.Sprintf("%s: MachineConfig %s: spec.osImageURL", files[source], source)
+	switch {
+	case flag != "":
+		base, from = flag, "--base"
+	case mosc != nil && mosc.Spec.BaseImagePullSpec != "":
+		base, from = mosc.Spec.BaseImagePullSpec, "MachineOSConfig "+mosc.Name+": spec.baseImagePullSpec"
+	default:
+		return osImageURL, mcFrom, ""
+	}
+	if osImageURL != "" && osImageURL != base {
+		overrides = fmt.Sprintf("%s %q overrides %s %q: the image is built FROM %s; OpenShift would build on the osImageURL", from, base, mcFrom, osImageURL, base)
+	}
+	return base, from, overrides
 }
 
 // choosePool is the pool named by --pool, else the one pool the input

@@ -95,9 +95,12 @@ func TestRenderErrorsNameFileObjectAndField(t *testing.T) {
 	}
 }
 
+// TestRenderNeedsDigest: a base by tag is refused naming where it came
+// from, here the flag (corpus-issue26/01-osimageurl-by-tag.yaml has one
+// from a MachineConfig's osImageURL).
 func TestRenderNeedsDigest(t *testing.T) {
 	_, err := runRender(t, "-f", "testdata/machineconfigs.yaml", "--pool", "worker", "--base", "quay.io/x/os:latest", "-o", t.TempDir())
-	if err == nil || !strings.Contains(err.Error(), `baseImage: Invalid value: "quay.io/x/os:latest"`) {
+	if err == nil || !strings.Contains(err.Error(), `--base: Invalid value: "quay.io/x/os:latest"`) {
 		t.Errorf("error = %v", err)
 	}
 }
