@@ -42,6 +42,14 @@ var issue26Cases = []issue26Case{
 		refused: []string{`MachineConfig 99-worker-other-fs: spec.config.storage.files[0].filesystem: Invalid value: "filesystem": key unknown to Ignition 3.2.0`}},
 	{file: "03-ignition2-leftover-networkd-units.yaml", args: []string{"--pool", "worker", "--base", base},
 		refused: []string{`MachineConfig 99-worker-networkd-units: spec.config.networkd: Invalid value: "networkd": key unknown to Ignition 3.2.0`}},
+	{file: "05-openshift-role-none-selected.yaml", args: []string{"--pool", "worker", "--base", base},
+		refused: []string{"pool worker selects no MachineConfig: 99-master (metadata.labels: machineconfiguration.openshift.io/role=master); " +
+			"the pool's selector is machineconfiguration.openshift.io/role=worker (the role label, as no MachineConfigPool worker is given)"}},
+	{file: "05-openshift-role-none-selected.yaml", args: []string{"--pool", "infra", "--base", base},
+		refused: []string{"pool infra selects no MachineConfig: 99-master (metadata.labels: machineconfiguration.openshift.io/role=master); " +
+			"the pool's selector is machineconfiguration.openshift.io/role=infra (spec.machineConfigSelector of testdata/corpus-issue26/05-openshift-role-none-selected.yaml: MachineConfigPool infra)"}},
+	{file: "05-openshift-role-unselected.yaml", args: []string{"--pool", "worker", "--base", base},
+		out: []string{"not selected by the pool: 99-master (metadata.labels: machineconfiguration.openshift.io/role=master)"}},
 	{file: "06-document-end-marker.yaml", args: []string{"--pool", "worker", "--base", base},
 		out: []string{"MachineConfigs merged (3): 50-first, 51-second, 52-third"}},
 }
@@ -63,7 +71,7 @@ func TestCorpusIssue26(t *testing.T) {
 		}
 	}
 	for _, tc := range issue26Cases {
-		t.Run(strings.TrimSuffix(tc.file, ".yaml"), func(t *testing.T) {
+		t.Run(strings.TrimSuffix(tc.file, ".yaml")+strings.Join(tc.args, "_"), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "ctx")
 			args := append([]string{"-f", filepath.Join("testdata/corpus-issue26", tc.file), "-o", dir}, tc.args...)
 			out, err := runRender(t, args...)

@@ -34,6 +34,10 @@ type object struct {
 	mc   *v1alpha1.MachineConfig
 	mcp  *v1alpha1.MachineConfigPool
 	mosc *v1alpha1.MachineOSConfig
+	// openShiftRole: the input wrote OpenShift's role label (on a
+	// MachineConfig, or in a pool's selector), read as Strata's; messages
+	// name it as written.
+	openShiftRole bool
 }
 
 func (o object) where() string {
@@ -146,13 +150,13 @@ func decodeObject(obj object, js []byte) ([]object, []string) {
 		obj.mc = &v1alpha1.MachineConfig{}
 		problems = decodeStrict(js, obj.mc, "")
 		if gv == openShiftGroupVersion {
-			fromOpenShiftLabels(obj.mc)
+			obj.openShiftRole = fromOpenShiftLabels(obj.mc)
 		}
 	case head.Kind == "MachineConfigPool" && gv == v1alpha1.GroupVersion:
 		obj.mcp = &v1alpha1.MachineConfigPool{}
 		problems = decodeStrict(js, obj.mcp, "")
 	case head.Kind == "MachineConfigPool":
-		obj.mcp, problems = decodeOpenShiftPool(js)
+		obj.mcp, obj.openShiftRole, problems = decodeOpenShiftPool(js)
 	case head.Kind == "MachineOSConfig" && gv == v1alpha1.GroupVersion:
 		obj.mosc = &v1alpha1.MachineOSConfig{}
 		problems = decodeStrict(js, obj.mosc, "")
@@ -216,14 +220,16 @@ func joinPath(prefix, path string) string {
 }
 
 // fromOpenShiftLabels makes OpenShift's role label Strata's, so that pools
-// select an OpenShift MachineConfig as OpenShift's would.
-func fromOpenShiftLabels(mc *v1alpha1.MachineConfig) {
+// select an OpenShift MachineConfig as OpenShift's would; it reports
+// whether it did.
+func fromOpenShiftLabels(mc *v1alpha1.MachineConfig) bool {
 	role, ok := mc.Labels[openShiftRoleLabel]
 	if _, set := mc.Labels[v1alpha1.RoleLabel]; !ok || set {
-		return
+		return false
 	}
 	delete(mc.Labels, openShiftRoleLabel)
 	mc.Labels[v1alpha1.RoleLabel] = role
+	return true
 }
 
 // decodeOpenShiftPool reads what rendering needs of an OpenShift
@@ -231,36 +237,39 @@ func fromOpenShiftLabels(mc *v1alpha1.MachineConfig) {
 // role label read as Strata's. The rest of its spec (node selection,
 // rollout settings) and its status have no part in rendering and are
 // ignored, so that a pool as `oc get mcp -o yaml` prints it is accepted.
-func decodeOpenShiftPool(js []byte) (*v1alpha1.MachineConfigPool, []string) {
+// converted says whether the selector used OpenShift's role label.
+func decodeOpenShiftPool(js []byte) (pool *v1alpha1.MachineConfigPool, converted bool, problems []string) {
 	var in struct {
 		Metadata metav1.ObjectMeta          `json:"metadata"`
 		Spec     map[string]json.RawMessage `json:"spec"`
 	}
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, &in); err != nil {
-		return nil, []string{typeError(err, "")}
+		return nil, false, []string{typeError(err, "")}
 	}
-	pool := &v1alpha1.MachineConfigPool{ObjectMeta: in.Metadata}
+	pool = &v1alpha1.MachineConfigPool{ObjectMeta: in.Metadata}
 	raw, ok := in.Spec["machineConfigSelector"]
 	if !ok || bytes.Equal(raw, []byte("null")) {
-		return pool, nil
+		return pool, false, nil
 	}
 	sel := &metav1.LabelSelector{}
 	if problems := decodeStrict(raw, sel, "spec.machineConfigSelector"); len(problems) > 0 {
-		return nil, problems
+		return nil, false, problems
 	}
 	if v, ok := sel.MatchLabels[openShiftRoleLabel]; ok {
 		if _, set := sel.MatchLabels[v1alpha1.RoleLabel]; !set {
 			delete(sel.MatchLabels, openShiftRoleLabel)
 			sel.MatchLabels[v1alpha1.RoleLabel] = v
+			converted = true
 		}
 	}
 	for i := range sel.MatchExpressions {
 		if sel.MatchExpressions[i].Key == openShiftRoleLabel {
 			sel.MatchExpressions[i].Key = v1alpha1.RoleLabel
+			converted = true
 		}
 	}
 	pool.Spec.MachineConfigSelector = sel
-	return pool, nil
+	return pool, converted, nil
 }
 
 func isOnlyComments(raw []byte) bool {

@@ -107,6 +107,7 @@ func (o *renderOptions) run(stdout, stderr io.Writer) error {
 	var moscs []object
 	pools := map[string]object{}
 	mcNames := map[string]string{}
+	openShiftRole := map[string]bool{}
 	for _, obj := range objs {
 		switch {
 		case obj.mc != nil:
@@ -115,6 +116,9 @@ func (o *renderOptions) run(stdout, stderr io.Writer) error {
 				continue
 			}
 			mcNames[obj.mc.Name] = obj.file
+			if _, ok := obj.mc.Labels[v1alpha1.RoleLabel]; ok {
+				openShiftRole[obj.mc.Name] = obj.openShiftRole
+			}
 			// What the API server refuses of any MachineConfig; the
 			// renderer's checks follow for the ones the pool selects.
 			for _, e := range validateUnsupportedFields(&obj.mc.Spec, field.NewPath("spec")) {
@@ -156,14 +160,14 @@ func (o *renderOptions) run(stdout, stderr io.Writer) error {
 	if len(mcs) == 0 {
 		problems = append(problems, "no MachineConfig given")
 	} else if pool != "" {
-		selector, from, where := poolSelector(pool, pools)
+		selector, from, where, openShiftSelector := poolSelector(pool, pools, openShiftRole)
 		selected, others, err = machineconfig.Select(selector, mcs)
 		switch {
 		case err != nil:
 			problems = append(problems, fmt.Sprintf("%s: %v", where, err))
 		case len(selected) == 0:
 			problems = append(problems, fmt.Sprintf("pool %s selects no MachineConfig: %s; the pool's selector is %s (%s)",
-				pool, describeUnselected(others, 10), describeSelector(selector), from))
+				pool, describeUnselected(others, 10, openShiftRole), describeSelector(selector, openShiftSelector), from))
 		}
 	}
 	for i := range selected {
@@ -235,7 +239,7 @@ func (o *renderOptions) run(stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "MachineConfigs merged (%d): %s\n", len(selected), strings.Join(names, ", "))
 	if len(others) > 0 {
-		fmt.Fprintf(stdout, "not selected by the pool: %s\n", describeUnselected(others, 0))
+		fmt.Fprintf(stdout, "not selected by the pool: %s\n", describeUnselected(others, 0, openShiftRole))
 	}
 	fmt.Fprintf(stdout, "input hash %s, needs RUN steps: %v, items for the node: %d\n", res.InputHash, res.NeedsRun, len(res.NodeItems))
 	return nil
@@ -288,12 +292,19 @@ func choosePool(flag string, pools map[string]object, moscs []object) (string, e
 
 // poolSelector is the pool's machineConfigSelector when its
 // MachineConfigPool is given, else the role label; from says which for
-// messages, where names the selector's place for its errors.
-func poolSelector(pool string, pools map[string]object) (selector *metav1.LabelSelector, from, where string) {
+// messages, where names the selector's place for its errors. openShift
+// says to name the role label as OpenShift's: the pool's selector wrote
+// it so, or, for the role label, a MachineConfig of the input did
+// (openShiftRole, by MachineConfig name) and none wrote Strata's.
+func poolSelector(pool string, pools map[string]object, openShiftRole map[string]bool) (selector *metav1.LabelSelector, from, where string, openShift bool) {
 	if p, ok := pools[pool]; ok {
-		return p.mcp.Spec.MachineConfigSelector, "spec.machineConfigSelector of " + p.where(), p.where() + ": spec.machineConfigSelector"
+		return p.mcp.Spec.MachineConfigSelector, "spec.machineConfigSelector of " + p.where(), p.where() + ": spec.machineConfigSelector", p.openShiftRole
 	}
-	return roleSelector(pool), "the role label, as no MachineConfigPool " + pool + " is given", "--pool"
+	openShift = len(openShiftRole) > 0
+	for _, o := range openShiftRole {
+		openShift = openShift && o
+	}
+	return roleSelector(pool), "the role label, as no MachineConfigPool " + pool + " is given", "--pool", openShift
 }
 
 // renderedWhere names the object an error of the merged render is about.
