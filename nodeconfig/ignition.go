@@ -585,7 +585,9 @@ func ignitionError(err error, rpt report.Report) error {
 
 // ignitionFieldErrors turns Ignition's report into field errors under
 // fldPath (spec.config), so that its findings read like ours:
-// spec.config.storage.files[0].path rather than $.storage.files.0.path.
+// spec.config.storage.files[0].path rather than $.storage.files.0.path,
+// for Ignition 2.x configs too (their errors give only a position, which
+// parseV2 turns into a path).
 func ignitionFieldErrors(fldPath *field.Path, raw []byte, err error, rpt report.Report) field.ErrorList {
 	var doc any
 	_ = json.Unmarshal(raw, &doc) // only used to show bad values
@@ -596,10 +598,10 @@ func ignitionFieldErrors(fldPath *field.Path, raw []byte, err error, rpt report.
 		}
 		p := reportPath(fldPath, e.Context.Path)
 		value := valueAt(doc, e.Context.Path)
+		// No "line 1 col 148": the position is in the JSON the config was
+		// turned into, which the user never sees; the path says where, and
+		// a tool that read the user's file can add its line (stratactl).
 		msg := e.Message
-		if e.Marker.StartP != nil {
-			msg = fmt.Sprintf("%s (%s)", msg, e.Marker.String())
-		}
 		var bad any = field.OmitValueType{}
 		switch v := value.(type) {
 		case string:
