@@ -29,6 +29,8 @@ const openShiftRoleLabel = "machineconfiguration.openshift.io/role"
 type object struct {
 	file string
 	doc  int
+	// src is the document's text and first line, for lines in messages.
+	src document
 	// item is the object's place in a List document, from 1; 0 outside one.
 	item int
 	mc   *v1alpha1.MachineConfig
@@ -87,7 +89,7 @@ func readObjects(file string) ([]object, error) {
 			continue
 		}
 		n++
-		obj := object{file: file, doc: n}
+		obj := object{file: file, doc: n, src: d}
 		// As kubectl does: YAML to JSON without knowing the target type, so
 		// that a number where a string belongs is refused here as by the
 		// apiserver; duplicate keys are refused too.

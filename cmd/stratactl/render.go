@@ -107,6 +107,7 @@ func (o *renderOptions) run(stdout, stderr io.Writer) error {
 	var moscs []object
 	pools := map[string]object{}
 	mcNames := map[string]string{}
+	mcObjs := map[string]object{}
 	openShiftRole := map[string]bool{}
 	for _, obj := range objs {
 		switch {
@@ -116,13 +117,14 @@ func (o *renderOptions) run(stdout, stderr io.Writer) error {
 				continue
 			}
 			mcNames[obj.mc.Name] = obj.file
+			mcObjs[obj.mc.Name] = obj
 			if _, ok := obj.mc.Labels[v1alpha1.RoleLabel]; ok {
 				openShiftRole[obj.mc.Name] = obj.openShiftRole
 			}
 			// What the API server refuses of any MachineConfig; the
 			// renderer's checks follow for the ones the pool selects.
 			for _, e := range validateUnsupportedFields(&obj.mc.Spec, field.NewPath("spec")) {
-				problems = append(problems, fmt.Sprintf("%s: %v", obj.where(), e))
+				problems = append(problems, fmt.Sprintf("%s: MachineConfig %s: %v", obj.at(e.Field), obj.mc.Name, e))
 			}
 			mcs = append(mcs, *obj.mc)
 		case obj.mcp != nil:
@@ -172,11 +174,13 @@ func (o *renderOptions) run(stdout, stderr io.Writer) error {
 	}
 	for i := range selected {
 		mc := &selected[i]
+		obj := mcObjs[mc.Name]
 		for _, e := range nodeconfig.ValidateMachineConfigSpec(&mc.Spec, field.NewPath("spec")) {
-			problems = append(problems, fmt.Sprintf("%s: MachineConfig %s: %v", mcNames[mc.Name], mc.Name, e))
+			problems = append(problems, fmt.Sprintf("%s: MachineConfig %s: %v", obj.at(e.Field), mc.Name, e))
 		}
 		for _, w := range nodeconfig.Warnings(&mc.Spec, field.NewPath("spec")) {
-			warnings = append(warnings, fmt.Sprintf("%s: MachineConfig %s: %s", mcNames[mc.Name], mc.Name, w))
+			fld, _, _ := strings.Cut(w, ": ")
+			warnings = append(warnings, fmt.Sprintf("%s: MachineConfig %s: %s", obj.at(fld), mc.Name, w))
 		}
 	}
 	if err := checkOutput(o.out); err != nil {
@@ -194,7 +198,7 @@ func (o *renderOptions) run(stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("cannot render: merge: %w", err)
 	}
-	base, baseFrom, overrides := chooseBase(o.base, mosc, spec.OSImageURL, machineconfig.OSImageURLSource(selected), mcNames)
+	base, baseFrom, overrides := chooseBase(o.base, mosc, spec.OSImageURL, mcObjs[machineconfig.OSImageURLSource(selected)])
 	if overrides != "" {
 		warnings = append(warnings, overrides)
 	}
@@ -251,8 +255,11 @@ func (o *renderOptions) run(stdout, stderr io.Writer) error {
 // When the base overrides a MachineConfig's osImageURL, overrides says so,
 // as the controller's conditions do: OpenShift would build on the
 // osImageURL.
-func chooseBase(flag string, mosc *v1alpha1.MachineOSConfig, osImageURL, source string, files map[string]string) (base, from, overrides string) {
-	mcFrom := fmt.Sprintf("%s: MachineConfig %s: spec.osImageURL", files[source], source)
+func chooseBase(flag string, mosc *v1alpha1.MachineOSConfig, osImageURL string, source object) (base, from, overrides string) {
+	mcFrom := ""
+	if source.mc != nil {
+		mcFrom = fmt.Sprintf("%s: MachineConfig %s: spec.osImageURL", source.at("spec.osImageURL"), source.mc.Name)
+	}
 	switch {
 	case flag != "":
 		base, from = flag, "--base"

@@ -83,9 +83,9 @@ func TestRenderErrorsNameFileObjectAndField(t *testing.T) {
 		t.Fatal("rendered bad input")
 	}
 	for _, want := range []string{
-		`testdata/bad.yaml: MachineConfig 30-bad: spec.kernelArguments[0]: Invalid value: "a\tb"`,
-		`testdata/bad.yaml: MachineConfig 30-bad: spec.config.storage.files[1].path: Invalid value: "/proc/sys/kernel/x"`,
-		`testdata/bad.yaml: MachineConfig 30-bad: spec.config.storage.files[1].contents.source: Invalid value: "https://example.com/x"`,
+		`testdata/bad.yaml:8: MachineConfig 30-bad: spec.kernelArguments[0]: Invalid value: "a\tb"`,
+		`testdata/bad.yaml:14: MachineConfig 30-bad: spec.config.storage.files[1].path: Invalid value: "/proc/sys/kernel/x"`,
+		`testdata/bad.yaml:15: MachineConfig 30-bad: spec.config.storage.files[1].contents.source: Invalid value: "https://example.com/x"`,
 		`testdata/bad.yaml: MachineConfig 40-typo: spec.kernelArgs: unknown field`,
 		`testdata/bad.yaml: MachineOSConfig worker: spec.containerFile[0].content: Invalid value: "line 2": FROM is not allowed`,
 	} {
@@ -145,8 +145,8 @@ spec:
 		t.Fatal("rendered fips: true")
 	}
 	for _, want := range []string{
-		in + ": MachineConfig 99-worker-fips: spec.fips: Invalid value: true: " + v1alpha1.FIPSUnsupportedMessage,
-		in + ": MachineConfig 99-worker-fips: spec.baseOSExtensionsContainerImage: Invalid value: \"quay.io/openshift/extensions@sha256:",
+		in + ":7: MachineConfig 99-worker-fips: spec.fips: Invalid value: true: " + v1alpha1.FIPSUnsupportedMessage,
+		in + ":8: MachineConfig 99-worker-fips: spec.baseOSExtensionsContainerImage: Invalid value: \"quay.io/openshift/extensions@sha256:",
 		v1alpha1.BaseOSExtensionsContainerImageUnsupportedMessage,
 	} {
 		if !strings.Contains(err.Error(), want) {
