@@ -25,3 +25,36 @@ func TestExtensionNamesBecomePackages(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelTypePackages is issue 26.2: each kernel type installs the
+// packages OpenShift's on-cluster layering installs for it, in place of
+// the default kernel's, and the default kernel type installs nothing.
+func TestKernelTypePackages(t *testing.T) {
+	const remove = "RUN dnf -y remove kernel kernel-core kernel-modules kernel-modules-core kernel-modules-extra && \\\n"
+	tests := []struct {
+		kernelType v1alpha1.KernelType
+		install    string
+	}{
+		{v1alpha1.KernelTypeRealtime, "\tdnf -y install kernel-rt-core kernel-rt-modules kernel-rt-modules-extra kernel-rt-kvm && \\\n\tdnf clean all\n"},
+		{v1alpha1.KernelType64kPages, "\tdnf -y install kernel-64k-core kernel-64k-modules kernel-64k-modules-core kernel-64k-modules-extra && \\\n\tdnf clean all\n"},
+		{v1alpha1.KernelTypeDefault, ""},
+		{"", ""},
+	}
+	for _, tc := range tests {
+		res, err := Render(Input{ConfigName: "rendered-worker-1", Pool: "worker", Arch: "arm64", BaseImage: testBase,
+			Spec: &v1alpha1.MachineConfigSpec{KernelType: tc.kernelType}})
+		if err != nil {
+			t.Fatalf("%q: %v", tc.kernelType, err)
+		}
+		cf := string(res.Containerfile)
+		if tc.install == "" {
+			if strings.Contains(cf, "dnf") {
+				t.Errorf("%q: the default kernel needs no package step:\n%s", tc.kernelType, cf)
+			}
+			continue
+		}
+		if !strings.Contains(cf, remove+tc.install) {
+			t.Errorf("%q: Containerfile has no step\n%s%s\ngot:\n%s", tc.kernelType, remove, tc.install, cf)
+		}
+	}
+}

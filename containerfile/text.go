@@ -17,14 +17,32 @@ const appendMount = "/run/strata-append"
 // Package steps. They use dnf, which the image-mode bases Strata targets
 // (Fedora, CentOS Stream and RHEL bootc images) carry; `dnf clean all` keeps
 // caches out of the layer.
-var (
-	kernelSwap = map[v1alpha1.KernelType]string{
-		v1alpha1.KernelTypeRealtime: "dnf -y remove kernel kernel-core kernel-modules kernel-modules-core kernel-modules-extra && \\\n" +
-			"\tdnf -y install kernel-rt-core kernel-rt-modules kernel-rt-modules-core kernel-rt-modules-extra && \\\n\tdnf clean all",
-		v1alpha1.KernelType64kPages: "dnf -y remove kernel kernel-core kernel-modules kernel-modules-core kernel-modules-extra && \\\n" +
-			"\tdnf -y install kernel-64k-core kernel-64k-modules kernel-64k-modules-core kernel-64k-modules-extra && \\\n\tdnf clean all",
+//
+// kernelPackages are the packages of each kernel type, as OpenShift's
+// on-cluster layering builds install them (the Machine Config Operator's
+// GetPackagesForSupportedKernelType): the realtime kernel with
+// kernel-rt-kvm, so that a realtime node can still run virtual machines,
+// and without the kernel-rt meta-package, which pulls in much more. The
+// -modules-core packages not listed come in as dependencies.
+var kernelPackages = map[v1alpha1.KernelType][]string{
+	v1alpha1.KernelTypeDefault:  {"kernel", "kernel-core", "kernel-modules", "kernel-modules-core", "kernel-modules-extra"},
+	v1alpha1.KernelTypeRealtime: {"kernel-rt-core", "kernel-rt-modules", "kernel-rt-modules-extra", "kernel-rt-kvm"},
+	v1alpha1.KernelType64kPages: {"kernel-64k-core", "kernel-64k-modules", "kernel-64k-modules-core", "kernel-64k-modules-extra"},
+}
+
+// kernelSwap is the step that replaces the base image's default kernel by
+// kernel type k's; "" for the default kernel.
+func kernelSwap(k v1alpha1.KernelType) string {
+	if k == "" || k == v1alpha1.KernelTypeDefault {
+		return ""
 	}
-)
+	pkgs, ok := kernelPackages[k]
+	if !ok {
+		return ""
+	}
+	return "dnf -y remove " + strings.Join(kernelPackages[v1alpha1.KernelTypeDefault], " ") + " && \\\n" +
+		"\tdnf -y install " + strings.Join(pkgs, " ") + " && \\\n\tdnf clean all"
+}
 
 // shellQuote quotes s for sh. Paths and names are validated to have no
 // control characters, so a single-quoted word on one line is always right.
@@ -120,7 +138,7 @@ func quoteAll(words []string) string {
 // configuration's files.
 func adminPackageSteps(p *nodeconfig.Plan) [][]string {
 	var steps [][]string
-	if k, ok := kernelSwap[p.KernelType]; ok {
+	if k := kernelSwap(p.KernelType); k != "" {
 		steps = append(steps, []string{k})
 	}
 	if len(p.Packages) > 0 {

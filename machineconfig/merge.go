@@ -109,3 +109,18 @@ func MergeIgnition(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec
 	}
 	return out, merged, nil
 }
+
+// OSImageURLSource is the name of the MachineConfig whose osImageURL Merge
+// takes (the last non-empty one in name order), "" when none has one: so
+// that a message about the base image can name the object the user
+// wrote, not the rendered one.
+func OSImageURLSource(configs []v1alpha1.MachineConfig) string {
+	name := ""
+	for i := range configs {
+		mc := &configs[i]
+		if mc.Spec.OSImageURL != "" && (name == "" || mc.Name > name) {
+			name = mc.Name
+		}
+	}
+	return name
+}

@@ -168,3 +168,35 @@ func TestMergeEmpty(t *testing.T) {
 		t.Errorf("empty merge version = %q", cfg.Ignition.Version)
 	}
 }
+
+// TestOSImageURLSource names the MachineConfig whose osImageURL the merge
+// takes, whatever the order they are given in.
+func TestOSImageURLSource(t *testing.T) {
+	mc := func(name, url string) v1alpha1.MachineConfig {
+		m := v1alpha1.MachineConfig{}
+		m.Name, m.Spec.OSImageURL = name, url
+		return m
+	}
+	for _, tc := range []struct {
+		configs []v1alpha1.MachineConfig
+		want    string
+	}{
+		{nil, ""},
+		{[]v1alpha1.MachineConfig{mc("10-a", "")}, ""},
+		{[]v1alpha1.MachineConfig{mc("99-z", "b"), mc("10-a", "a"), mc("50-m", "")}, "99-z"},
+		{[]v1alpha1.MachineConfig{mc("99-z", ""), mc("10-a", "a"), mc("20-b", "b")}, "20-b"},
+	} {
+		if got := OSImageURLSource(tc.configs); got != tc.want {
+			t.Errorf("OSImageURLSource = %q, want %q", got, tc.want)
+		}
+		spec, err := Merge(tc.configs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range tc.configs {
+			if c.Name == tc.want && spec.OSImageURL != c.Spec.OSImageURL {
+				t.Errorf("merge took %q, not %s's", spec.OSImageURL, c.Name)
+			}
+		}
+	}
+}

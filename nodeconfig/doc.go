@@ -14,7 +14,10 @@
 // translates 2.0 to 2.4 configs to them as OpenShift does (ign22.go). It
 // refuses keys Ignition does not know, which it would ignore with their
 // values, naming the key and the version, and any other warning of
-// Ignition's that is not known to be harmless (refuseWarnings).
+// Ignition's that is not known to be harmless (refuseWarnings). Two
+// Ignition 2.x leftovers that hold nothing, `filesystem: root` on a file,
+// directory or link and an empty networkd, are accepted as OpenShift
+// accepts them, and Warnings names them.
 // ValidateMachineConfigSpec returns every problem the renderer would
 // refuse, as field errors (spec.config.storage.files[3].path: Invalid
 // value: "/proc/x": ...). BuildPlan, which the renderer and SplitForNode

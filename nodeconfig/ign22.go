@@ -169,8 +169,52 @@ func correlate(raw []byte, rpt report.Report) {
 		return
 	}
 	for i, e := range rpt.Entries {
+		if e.Context.Len() == 0 && e.Marker.StartP != nil {
+			rpt.Entries[i].Context = vpath.New("json", pathAt(root, e.Marker.StartP.Line, e.Marker.StartP.Column)...)
+		}
 		if e.Context.Len() > 0 && e.Marker.StartP == nil {
 			rpt.Entries[i].Marker = deepestMarker(root, e.Context)
+		}
+	}
+}
+
+// pathAt is the path of the deepest node of root whose text holds the
+// position (line, col), so that an Ignition 2.x error, which gives only a
+// position in the JSON, names a field; nil when only the whole config
+// holds it.
+func pathAt(root tree.Node, line, col int64) []any {
+	holds := func(n tree.Node) bool {
+		sl, sc := n.Start()
+		el, ec := n.End()
+		return sl > 0 && (sl < line || sl == line && sc <= col) && (el > line || el == line && ec >= col)
+	}
+	var p []any
+	for {
+		switch n := root.(type) {
+		case tree.MapNode:
+			next := ""
+			for k, c := range n.Children {
+				if holds(c) {
+					next = k
+				}
+			}
+			if next == "" {
+				return p
+			}
+			p, root = append(p, next), n.Children[next]
+		case tree.SliceNode:
+			next := -1
+			for i, c := range n.Children {
+				if holds(c) {
+					next = i
+				}
+			}
+			if next < 0 {
+				return p
+			}
+			p, root = append(p, next), n.Children[next]
+		default:
+			return p
 		}
 	}
 }

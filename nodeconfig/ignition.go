@@ -216,6 +216,41 @@ func acceptedNote(msg string) bool {
 	return false
 }
 
+// leftover is the kind of report entry for an Ignition 2.x key left in a
+// 3.x config that OpenShift accepts with a warning and that holds nothing
+// a node would miss (see leftoverNote): not fatal, shown as a warning.
+type leftover struct{}
+
+func (leftover) String() string { return "warning" }
+func (leftover) IsFatal() bool  { return false }
+
+// leftoverNote is the warning for the key at path p (its last element) of
+// a config of the given version when it is an Ignition 2.x leftover that
+// is accepted, "" when it is not. Accepted are exactly the two that
+// configs converted by hand keep and that hold nothing: `filesystem:
+// root` on a file, directory or link (3.x puts every path on the root
+// filesystem) and an empty `networkd` (3.x has no such section). Any other
+// filesystem, or networkd with units, would lose what it says, and stays
+// refused.
+func leftoverNote(version semver.Version, p []any, key string, doc any) string {
+	if version.Major != 3 || len(p) == 0 {
+		return ""
+	}
+	parent := p[:len(p)-1]
+	switch {
+	case key == "filesystem" && len(parent) == 3 && parent[0] == "storage" &&
+		(parent[1] == "files" || parent[1] == "directories" || parent[1] == "links"):
+		if valueAt(doc, p) == "root" {
+			return `"filesystem: root" is Ignition 2.x; ignored, as OpenShift ignores it: in 3.x every path is on the root filesystem; remove the key`
+		}
+	case key == "networkd" && len(parent) == 0:
+		if m, ok := valueAt(doc, p).(map[string]any); ok && len(m) == 0 {
+			return `an empty "networkd" is Ignition 2.x; ignored, as OpenShift ignores it; remove the key`
+		}
+	}
+	return ""
+}
+
 // Warnings that Strata refuses with its own words.
 var refusedWarnings = map[string]string{
 	igerrors.ErrHardLinkSpecifiesOwner.Error(): "a hard link has its target's owner, so Ignition ignores user and group here; set them on the target file and remove them here",
@@ -238,6 +273,9 @@ func refuseWarnings(rpt report.Report, version semver.Version, doc any) report.R
 		}
 		key, unknown := unusedKey(e)
 		switch {
+		case unknown && leftoverNote(version, e.Context.Path, key, doc) != "":
+			e.Kind = leftover{}
+			e.Message = leftoverNote(version, e.Context.Path, key, doc)
 		case unknown:
 			e.Kind = refusal{typ: field.ErrorTypeInvalid, bad: key}
 			e.Message = unknownKeyMessage(version, e.Context.Path[:len(e.Context.Path)-1], key)
@@ -547,7 +585,9 @@ func ignitionError(err error, rpt report.Report) error {
 
 // ignitionFieldErrors turns Ignition's report into field errors under
 // fldPath (spec.config), so that its findings read like ours:
-// spec.config.storage.files[0].path rather than $.storage.files.0.path.
+// spec.config.storage.files[0].path rather than $.storage.files.0.path,
+// for Ignition 2.x configs too (their errors give only a position, which
+// parseV2 turns into a path).
 func ignitionFieldErrors(fldPath *field.Path, raw []byte, err error, rpt report.Report) field.ErrorList {
 	var doc any
 	_ = json.Unmarshal(raw, &doc) // only used to show bad values
@@ -556,20 +596,12 @@ func ignitionFieldErrors(fldPath *field.Path, raw []byte, err error, rpt report.
 		if !e.Kind.IsFatal() {
 			continue
 		}
-		p := fldPath
-		for _, elem := range e.Context.Path {
-			switch v := elem.(type) {
-			case int:
-				p = p.Index(v)
-			default:
-				p = p.Child(fmt.Sprint(v))
-			}
-		}
+		p := reportPath(fldPath, e.Context.Path)
 		value := valueAt(doc, e.Context.Path)
+		// No "line 1 col 148": the position is in the JSON the config was
+		// turned into, which the user never sees; the path says where, and
+		// a tool that read the user's file can add its line (stratactl).
 		msg := e.Message
-		if e.Marker.StartP != nil {
-			msg = fmt.Sprintf("%s (%s)", msg, e.Marker.String())
-		}
 		var bad any = field.OmitValueType{}
 		switch v := value.(type) {
 		case string:

@@ -64,6 +64,12 @@ const (
 	ReasonBaseUnreachable  = "BaseImageUnreachable"
 	ReasonInvalidInput     = "InvalidInput"
 	ReasonInputsChanged    = "InputsChanged"
+	// ReasonBaseOverridesOSImageURL: the MachineOSConfig's
+	// baseImagePullSpec is built on in place of a MachineConfig's
+	// osImageURL, which OpenShift would build on; the message names that
+	// MachineConfig. A reason of Degraded=False on the MachineOSConfig and
+	// of ImageBuildDegraded=False on its pool: the build proceeds.
+	ReasonBaseOverridesOSImageURL = "BaseImageOverridesOSImageURL"
 
 	// Rollout reasons (pool conditions Updated, Updating, NodeDegraded).
 	ReasonAllNodesUpdated   = "AllNodesUpdated"

@@ -107,7 +107,9 @@ type MachineOSConfigSpec struct {
 
 	// baseImagePullSpec overrides the base OS image that would otherwise
 	// come from the pool's rendered osImageURL. It is resolved to a digest
-	// when a build starts.
+	// when a build starts. When it overrides a MachineConfig's osImageURL,
+	// the Degraded condition stays False with reason
+	// BaseImageOverridesOSImageURL, naming that MachineConfig.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	BaseImagePullSpec string `json:"baseImagePullSpec,omitempty"`

@@ -97,7 +97,7 @@ func renderCorpusSpec(t *testing.T, file, pool string) (*v1alpha1.MachineConfigS
 	}
 	selected := mcs
 	if pool != "" {
-		selector, _, _ := poolSelector(pool, pools)
+		selector, _, _, _ := poolSelector(pool, pools, nil)
 		if selected, _, err = machineconfig.Select(selector, mcs); err != nil {
 			t.Fatal(err)
 		}

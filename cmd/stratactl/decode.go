@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -31,11 +29,17 @@ const openShiftRoleLabel = "machineconfiguration.openshift.io/role"
 type object struct {
 	file string
 	doc  int
+	// src is the document's text and first line, for lines in messages.
+	src document
 	// item is the object's place in a List document, from 1; 0 outside one.
 	item int
 	mc   *v1alpha1.MachineConfig
 	mcp  *v1alpha1.MachineConfigPool
 	mosc *v1alpha1.MachineOSConfig
+	// openShiftRole: the input wrote OpenShift's role label (on a
+	// MachineConfig, or in a pool's selector), read as Strata's; messages
+	// name it as written.
+	openShiftRole bool
 }
 
 func (o object) where() string {
@@ -72,21 +76,20 @@ func readObjects(file string) ([]object, error) {
 		defer f.Close()
 		r = f
 	}
-	yr := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	docs, err := splitDocuments(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
 	var objs []object
 	var problems []string
-	for doc := 1; ; doc++ {
-		raw, err := yr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return objs, fmt.Errorf("%s: document %d: %w", file, doc, err)
-		}
+	n := 0
+	for _, d := range docs {
+		raw := d.raw
 		if len(bytes.TrimSpace(raw)) == 0 || isOnlyComments(raw) {
 			continue
 		}
-		obj := object{file: file, doc: doc}
+		n++
+		obj := object{file: file, doc: n, src: d}
 		// As kubectl does: YAML to JSON without knowing the target type, so
 		// that a number where a string belongs is refused here as by the
 		// apiserver; duplicate keys are refused too.
@@ -149,13 +152,13 @@ func decodeObject(obj object, js []byte) ([]object, []string) {
 		obj.mc = &v1alpha1.MachineConfig{}
 		problems = decodeStrict(js, obj.mc, "")
 		if gv == openShiftGroupVersion {
-			fromOpenShiftLabels(obj.mc)
+			obj.openShiftRole = fromOpenShiftLabels(obj.mc)
 		}
 	case head.Kind == "MachineConfigPool" && gv == v1alpha1.GroupVersion:
 		obj.mcp = &v1alpha1.MachineConfigPool{}
 		problems = decodeStrict(js, obj.mcp, "")
 	case head.Kind == "MachineConfigPool":
-		obj.mcp, problems = decodeOpenShiftPool(js)
+		obj.mcp, obj.openShiftRole, problems = decodeOpenShiftPool(js)
 	case head.Kind == "MachineOSConfig" && gv == v1alpha1.GroupVersion:
 		obj.mosc = &v1alpha1.MachineOSConfig{}
 		problems = decodeStrict(js, obj.mosc, "")
@@ -219,14 +222,16 @@ func joinPath(prefix, path string) string {
 }
 
 // fromOpenShiftLabels makes OpenShift's role label Strata's, so that pools
-// select an OpenShift MachineConfig as OpenShift's would.
-func fromOpenShiftLabels(mc *v1alpha1.MachineConfig) {
+// select an OpenShift MachineConfig as OpenShift's would; it reports
+// whether it did.
+func fromOpenShiftLabels(mc *v1alpha1.MachineConfig) bool {
 	role, ok := mc.Labels[openShiftRoleLabel]
 	if _, set := mc.Labels[v1alpha1.RoleLabel]; !ok || set {
-		return
+		return false
 	}
 	delete(mc.Labels, openShiftRoleLabel)
 	mc.Labels[v1alpha1.RoleLabel] = role
+	return true
 }
 
 // decodeOpenShiftPool reads what rendering needs of an OpenShift
@@ -234,36 +239,39 @@ func fromOpenShiftLabels(mc *v1alpha1.MachineConfig) {
 // role label read as Strata's. The rest of its spec (node selection,
 // rollout settings) and its status have no part in rendering and are
 // ignored, so that a pool as `oc get mcp -o yaml` prints it is accepted.
-func decodeOpenShiftPool(js []byte) (*v1alpha1.MachineConfigPool, []string) {
+// converted says whether the selector used OpenShift's role label.
+func decodeOpenShiftPool(js []byte) (pool *v1alpha1.MachineConfigPool, converted bool, problems []string) {
 	var in struct {
 		Metadata metav1.ObjectMeta          `json:"metadata"`
 		Spec     map[string]json.RawMessage `json:"spec"`
 	}
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, &in); err != nil {
-		return nil, []string{typeError(err, "")}
+		return nil, false, []string{typeError(err, "")}
 	}
-	pool := &v1alpha1.MachineConfigPool{ObjectMeta: in.Metadata}
+	pool = &v1alpha1.MachineConfigPool{ObjectMeta: in.Metadata}
 	raw, ok := in.Spec["machineConfigSelector"]
 	if !ok || bytes.Equal(raw, []byte("null")) {
-		return pool, nil
+		return pool, false, nil
 	}
 	sel := &metav1.LabelSelector{}
 	if problems := decodeStrict(raw, sel, "spec.machineConfigSelector"); len(problems) > 0 {
-		return nil, problems
+		return nil, false, problems
 	}
 	if v, ok := sel.MatchLabels[openShiftRoleLabel]; ok {
 		if _, set := sel.MatchLabels[v1alpha1.RoleLabel]; !set {
 			delete(sel.MatchLabels, openShiftRoleLabel)
 			sel.MatchLabels[v1alpha1.RoleLabel] = v
+			converted = true
 		}
 	}
 	for i := range sel.MatchExpressions {
 		if sel.MatchExpressions[i].Key == openShiftRoleLabel {
 			sel.MatchExpressions[i].Key = v1alpha1.RoleLabel
+			converted = true
 		}
 	}
 	pool.Spec.MachineConfigSelector = sel
-	return pool, nil
+	return pool, converted, nil
 }
 
 func isOnlyComments(raw []byte) bool {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/internal/imageref"
 	"github.com/strata-dev/strata/machineconfig"
 	"github.com/strata-dev/strata/nodeconfig"
 )
@@ -68,7 +69,7 @@ The base image must be given by digest (--base, else the MachineOSConfig's
 baseImagePullSpec, else the merged osImageURL).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.run(cmd.OutOrStdout())
+			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -83,7 +84,15 @@ baseImagePullSpec, else the merged osImageURL).`,
 	return cmd
 }
 
-func (o *renderOptions) run(stdout io.Writer) error {
+func (o *renderOptions) run(stdout, stderr io.Writer) error {
+	// Warnings: what renders, but not as the input seems to say. They are
+	// printed whether or not the render succeeds.
+	var warnings []string
+	defer func() {
+		for _, w := range warnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+	}()
 	var objs []object
 	var problems []string
 	for _, f := range o.files {
@@ -98,6 +107,8 @@ func (o *renderOptions) run(stdout io.Writer) error {
 	var moscs []object
 	pools := map[string]object{}
 	mcNames := map[string]string{}
+	mcObjs := map[string]object{}
+	openShiftRole := map[string]bool{}
 	for _, obj := range objs {
 		switch {
 		case obj.mc != nil:
@@ -106,10 +117,14 @@ func (o *renderOptions) run(stdout io.Writer) error {
 				continue
 			}
 			mcNames[obj.mc.Name] = obj.file
+			mcObjs[obj.mc.Name] = obj
+			if _, ok := obj.mc.Labels[v1alpha1.RoleLabel]; ok {
+				openShiftRole[obj.mc.Name] = obj.openShiftRole
+			}
 			// What the API server refuses of any MachineConfig; the
 			// renderer's checks follow for the ones the pool selects.
 			for _, e := range validateUnsupportedFields(&obj.mc.Spec, field.NewPath("spec")) {
-				problems = append(problems, fmt.Sprintf("%s: %v", obj.where(), e))
+				problems = append(problems, fmt.Sprintf("%s: MachineConfig %s: %v", obj.at(e.Field), obj.mc.Name, e))
 			}
 			mcs = append(mcs, *obj.mc)
 		case obj.mcp != nil:
@@ -147,20 +162,25 @@ func (o *renderOptions) run(stdout io.Writer) error {
 	if len(mcs) == 0 {
 		problems = append(problems, "no MachineConfig given")
 	} else if pool != "" {
-		selector, from, where := poolSelector(pool, pools)
+		selector, from, where, openShiftSelector := poolSelector(pool, pools, openShiftRole)
 		selected, others, err = machineconfig.Select(selector, mcs)
 		switch {
 		case err != nil:
 			problems = append(problems, fmt.Sprintf("%s: %v", where, err))
 		case len(selected) == 0:
 			problems = append(problems, fmt.Sprintf("pool %s selects no MachineConfig: %s; the pool's selector is %s (%s)",
-				pool, describeUnselected(others, 10), describeSelector(selector), from))
+				pool, describeUnselected(others, 10, openShiftRole), describeSelector(selector, openShiftSelector), from))
 		}
 	}
 	for i := range selected {
 		mc := &selected[i]
+		obj := mcObjs[mc.Name]
 		for _, e := range nodeconfig.ValidateMachineConfigSpec(&mc.Spec, field.NewPath("spec")) {
-			problems = append(problems, fmt.Sprintf("%s: MachineConfig %s: %v", mcNames[mc.Name], mc.Name, e))
+			problems = append(problems, fmt.Sprintf("%s: MachineConfig %s: %v", obj.at(e.Field), mc.Name, e))
+		}
+		for _, w := range nodeconfig.Warnings(&mc.Spec, field.NewPath("spec")) {
+			fld, _, _ := strings.Cut(w, ": ")
+			warnings = append(warnings, fmt.Sprintf("%s: MachineConfig %s: %s", obj.at(fld), mc.Name, w))
 		}
 	}
 	if err := checkOutput(o.out); err != nil {
@@ -171,19 +191,19 @@ func (o *renderOptions) run(stdout io.Writer) error {
 	}
 
 	var cfs []v1alpha1.MachineOSContainerfile
-	base := o.base
 	if mosc != nil {
 		cfs = mosc.Spec.ContainerFile
-		if base == "" {
-			base = mosc.Spec.BaseImagePullSpec
-		}
 	}
 	spec, err := machineconfig.Merge(selected)
 	if err != nil {
 		return fmt.Errorf("cannot render: merge: %w", err)
 	}
-	if base == "" {
-		base = spec.OSImageURL
+	base, baseFrom, overrides := chooseBase(o.base, mosc, spec.OSImageURL, mcObjs[machineconfig.OSImageURLSource(selected)])
+	if overrides != "" {
+		warnings = append(warnings, overrides)
+	}
+	if base != "" && !imageref.ValidPinned(base) {
+		return fmt.Errorf("cannot render:\n  %s: Invalid value: %q: must be registry/repository@sha256:<digest>: builds must reproduce, and render cannot resolve a tag", baseFrom, base)
 	}
 	hash, err := machineconfig.Hash(spec)
 	if err != nil {
@@ -223,10 +243,35 @@ func (o *renderOptions) run(stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "MachineConfigs merged (%d): %s\n", len(selected), strings.Join(names, ", "))
 	if len(others) > 0 {
-		fmt.Fprintf(stdout, "not selected by the pool: %s\n", describeUnselected(others, 0))
+		fmt.Fprintf(stdout, "not selected by the pool: %s\n", describeUnselected(others, 0, openShiftRole))
 	}
 	fmt.Fprintf(stdout, "input hash %s, needs RUN steps: %v, items for the node: %d\n", res.InputHash, res.NeedsRun, len(res.NodeItems))
 	return nil
+}
+
+// chooseBase is the base image the build is made FROM, as the build
+// controller chooses it (--base standing in for the MachineOSConfig's
+// baseImagePullSpec, and before it), and where it came from for messages.
+// When the base overrides a MachineConfig's osImageURL, overrides says so,
+// as the controller's conditions do: OpenShift would build on the
+// osImageURL.
+func chooseBase(flag string, mosc *v1alpha1.MachineOSConfig, osImageURL string, source object) (base, from, overrides string) {
+	mcFrom := ""
+	if source.mc != nil {
+		mcFrom = fmt.Sprintf("%s: MachineConfig %s: spec.osImageURL", source.at("spec.osImageURL"), source.mc.Name)
+	}
+	switch {
+	case flag != "":
+		base, from = flag, "--base"
+	case mosc != nil && mosc.Spec.BaseImagePullSpec != "":
+		base, from = mosc.Spec.BaseImagePullSpec, "MachineOSConfig "+mosc.Name+": spec.baseImagePullSpec"
+	default:
+		return osImageURL, mcFrom, ""
+	}
+	if osImageURL != "" && osImageURL != base {
+		overrides = fmt.Sprintf("%s %q overrides %s %q: the image is built FROM %s; OpenShift would build on the osImageURL", from, base, mcFrom, osImageURL, base)
+	}
+	return base, from, overrides
 }
 
 // choosePool is the pool named by --pool, else the one pool the input
@@ -254,12 +299,19 @@ func choosePool(flag string, pools map[string]object, moscs []object) (string, e
 
 // poolSelector is the pool's machineConfigSelector when its
 // MachineConfigPool is given, else the role label; from says which for
-// messages, where names the selector's place for its errors.
-func poolSelector(pool string, pools map[string]object) (selector *metav1.LabelSelector, from, where string) {
+// messages, where names the selector's place for its errors. openShift
+// says to name the role label as OpenShift's: the pool's selector wrote
+// it so, or, for the role label, a MachineConfig of the input did
+// (openShiftRole, by MachineConfig name) and none wrote Strata's.
+func poolSelector(pool string, pools map[string]object, openShiftRole map[string]bool) (selector *metav1.LabelSelector, from, where string, openShift bool) {
 	if p, ok := pools[pool]; ok {
-		return p.mcp.Spec.MachineConfigSelector, "spec.machineConfigSelector of " + p.where(), p.where() + ": spec.machineConfigSelector"
+		return p.mcp.Spec.MachineConfigSelector, "spec.machineConfigSelector of " + p.where(), p.where() + ": spec.machineConfigSelector", p.openShiftRole
 	}
-	return roleSelector(pool), "the role label, as no MachineConfigPool " + pool + " is given", "--pool"
+	openShift = len(openShiftRole) > 0
+	for _, o := range openShiftRole {
+		openShift = openShift && o
+	}
+	return roleSelector(pool), "the role label, as no MachineConfigPool " + pool + " is given", "--pool", openShift
 }
 
 // renderedWhere names the object an error of the merged render is about.

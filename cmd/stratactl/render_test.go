@@ -83,9 +83,9 @@ func TestRenderErrorsNameFileObjectAndField(t *testing.T) {
 		t.Fatal("rendered bad input")
 	}
 	for _, want := range []string{
-		`testdata/bad.yaml: MachineConfig 30-bad: spec.kernelArguments[0]: Invalid value: "a\tb"`,
-		`testdata/bad.yaml: MachineConfig 30-bad: spec.config.storage.files[1].path: Invalid value: "/proc/sys/kernel/x"`,
-		`testdata/bad.yaml: MachineConfig 30-bad: spec.config.storage.files[1].contents.source: Invalid value: "https://example.com/x"`,
+		`testdata/bad.yaml:8: MachineConfig 30-bad: spec.kernelArguments[0]: Invalid value: "a\tb"`,
+		`testdata/bad.yaml:14: MachineConfig 30-bad: spec.config.storage.files[1].path: Invalid value: "/proc/sys/kernel/x"`,
+		`testdata/bad.yaml:15: MachineConfig 30-bad: spec.config.storage.files[1].contents.source: Invalid value: "https://example.com/x"`,
 		`testdata/bad.yaml: MachineConfig 40-typo: spec.kernelArgs: unknown field`,
 		`testdata/bad.yaml: MachineOSConfig worker: spec.containerFile[0].content: Invalid value: "line 2": FROM is not allowed`,
 	} {
@@ -95,9 +95,12 @@ func TestRenderErrorsNameFileObjectAndField(t *testing.T) {
 	}
 }
 
+// TestRenderNeedsDigest: a base by tag is refused naming where it came
+// from, here the flag (corpus-issue26/01-osimageurl-by-tag.yaml has one
+// from a MachineConfig's osImageURL).
 func TestRenderNeedsDigest(t *testing.T) {
 	_, err := runRender(t, "-f", "testdata/machineconfigs.yaml", "--pool", "worker", "--base", "quay.io/x/os:latest", "-o", t.TempDir())
-	if err == nil || !strings.Contains(err.Error(), `baseImage: Invalid value: "quay.io/x/os:latest"`) {
+	if err == nil || !strings.Contains(err.Error(), `--base: Invalid value: "quay.io/x/os:latest"`) {
 		t.Errorf("error = %v", err)
 	}
 }
@@ -142,8 +145,8 @@ spec:
 		t.Fatal("rendered fips: true")
 	}
 	for _, want := range []string{
-		in + ": MachineConfig 99-worker-fips: spec.fips: Invalid value: true: " + v1alpha1.FIPSUnsupportedMessage,
-		in + ": MachineConfig 99-worker-fips: spec.baseOSExtensionsContainerImage: Invalid value: \"quay.io/openshift/extensions@sha256:",
+		in + ":7: MachineConfig 99-worker-fips: spec.fips: Invalid value: true: " + v1alpha1.FIPSUnsupportedMessage,
+		in + ":8: MachineConfig 99-worker-fips: spec.baseOSExtensionsContainerImage: Invalid value: \"quay.io/openshift/extensions@sha256:",
 		v1alpha1.BaseOSExtensionsContainerImageUnsupportedMessage,
 	} {
 		if !strings.Contains(err.Error(), want) {

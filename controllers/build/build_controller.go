@@ -216,8 +216,11 @@ type scope struct {
 	problem *problem
 	// waiting says what the build waits for (a rendered config).
 	waiting string
-	pushKC  authn.Keychain
-	baseKC  authn.Keychain
+	// overrides says whose osImageURL the MachineOSConfig's base image
+	// overrides; "" when it overrides none.
+	overrides string
+	pushKC    authn.Keychain
+	baseKC    authn.Keychain
 	// after is when to reconcile again at the latest (0: only on events).
 	after time.Duration
 	// removeAnnotations are requests (rebuild, resolve-base) handled in

@@ -74,6 +74,9 @@ func setConfigStatus(s *scope) {
 	ready := metav1.Condition{Type: v1alpha1.ConfigReady, Status: metav1.ConditionFalse, ObservedGeneration: mosc.Generation}
 	degraded := metav1.Condition{Type: v1alpha1.ConfigDegraded, Status: metav1.ConditionFalse, ObservedGeneration: mosc.Generation,
 		Reason: v1alpha1.ReasonAsExpected, Message: "The inputs can be built"}
+	if s.overrides != "" {
+		degraded.Reason, degraded.Message = v1alpha1.ReasonBaseOverridesOSImageURL, "The inputs can be built; "+s.overrides
+	}
 	switch {
 	case s.problem != nil:
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, s.problem.reason, s.problem.message
@@ -114,6 +117,9 @@ func (r *Reconciler) setPoolStatus(ctx context.Context, s *scope) error {
 		cond.Message = fmt.Sprintf("MachineOSConfig %s: %s", s.mosc.Name, d.Message)
 	} else {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonAsExpected, "MachineOSConfig "+s.mosc.Name+" builds"
+		if s.overrides != "" {
+			cond.Reason, cond.Message = v1alpha1.ReasonBaseOverridesOSImageURL, cond.Message+"; its "+s.overrides
+		}
 	}
 	cond.Message = status.Message(cond.Message)
 	meta.SetStatusCondition(&pool.Status.Conditions, cond)

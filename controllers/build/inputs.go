@@ -3,6 +3,7 @@ package build
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -82,8 +83,21 @@ func (r *Reconciler) gatherInputs(ctx context.Context, s *scope) (*inputs, error
 	}
 
 	baseSpec, baseField := mosc.Spec.BaseImagePullSpec, "spec.baseImagePullSpec"
-	if baseSpec == "" {
-		baseSpec, baseField = rendered.Spec.OSImageURL, "osImageURL of rendered MachineConfig "+rendered.Name
+	if url := rendered.Spec.OSImageURL; url != "" {
+		source, err := r.osImageURLSource(ctx, rendered)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case baseSpec == "":
+			baseSpec, baseField = url, "spec.osImageURL of "+source
+		case baseSpec != url:
+			// The build proceeds: the MachineOSConfig's base is what the
+			// admin asked for. But OpenShift would build on the osImageURL,
+			// so say whose is not used.
+			s.overrides = fmt.Sprintf("spec.baseImagePullSpec %q overrides spec.osImageURL %q of %s: the image is built FROM the MachineOSConfig's base image, where OpenShift would build on the osImageURL",
+				baseSpec, url, source)
+		}
 	}
 	if baseSpec == "" {
 		s.problem = &problem{v1alpha1.ReasonNoBaseImage,
@@ -113,6 +127,35 @@ func (r *Reconciler) gatherInputs(ctx context.Context, s *scope) (*inputs, error
 		result:   result,
 		hash:     inputsHash(result.InputHash, &mosc.Spec, r.Config.BuilderImage),
 	}, nil
+}
+
+// osImageURLSource names the MachineConfig whose osImageURL the rendered
+// config carries: the last of its sources (in merge order) with one, as
+// the merge takes it. A source deleted since the render, or a rendered
+// config without its sources' list, is named as the rendered config.
+func (r *Reconciler) osImageURLSource(ctx context.Context, rendered *v1alpha1.MachineConfig) (string, error) {
+	fallback := "rendered MachineConfig " + rendered.Name
+	sources := strings.Split(rendered.Annotations[v1alpha1.SourceMachineConfigsAnnotation], ",")
+	for i := len(sources) - 1; i >= 0; i-- {
+		name := strings.TrimSpace(sources[i])
+		if name == "" {
+			continue
+		}
+		mc := &v1alpha1.MachineConfig{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
+			if apierrors.IsNotFound(err) {
+				return fallback, nil
+			}
+			return "", err
+		}
+		if mc.Spec.OSImageURL != "" {
+			if mc.Spec.OSImageURL != rendered.Spec.OSImageURL {
+				return fallback, nil
+			}
+			return "MachineConfig " + name, nil
+		}
+	}
+	return fallback, nil
 }
 
 // keychain reads a dockerconfigjson Secret named by a MachineOSConfig
