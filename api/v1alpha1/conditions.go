@@ -50,20 +50,24 @@ const (
 	ReasonConfigTooLarge   = "RenderedConfigTooLarge"
 	ReasonRendered         = "Rendered"
 	ReasonNoConfigSelected = "NoMachineConfigSelected"
-	ReasonBuildFailed      = "BuildFailed"
-	ReasonBuildSucceeded   = "BuildSucceeded"
-	ReasonBuildInterrupted = "BuildInterrupted"
-	ReasonBuildRunning     = "BuildRunning"
-	ReasonBuildPending     = "BuildPending"
-	ReasonUnknownPool      = "UnknownPool"
-	ReasonPoolConflict     = "PoolAlreadyLayered"
-	ReasonNoRenderedConfig = "WaitingForRenderedConfig"
-	ReasonMissingSecret    = "MissingSecret"
-	ReasonInvalidSecret    = "InvalidSecret"
-	ReasonNoBaseImage      = "NoBaseImage"
-	ReasonBaseUnreachable  = "BaseImageUnreachable"
-	ReasonInvalidInput     = "InvalidInput"
-	ReasonInputsChanged    = "InputsChanged"
+	// ReasonRenderedWithWarnings: the pool rendered, and a MachineConfig
+	// holds something OpenShift accepts but ignores (an Ignition 2.x
+	// leftover such as filesystem: root); the message names it.
+	ReasonRenderedWithWarnings = "RenderedWithWarnings"
+	ReasonBuildFailed          = "BuildFailed"
+	ReasonBuildSucceeded       = "BuildSucceeded"
+	ReasonBuildInterrupted     = "BuildInterrupted"
+	ReasonBuildRunning         = "BuildRunning"
+	ReasonBuildPending         = "BuildPending"
+	ReasonUnknownPool          = "UnknownPool"
+	ReasonPoolConflict         = "PoolAlreadyLayered"
+	ReasonNoRenderedConfig     = "WaitingForRenderedConfig"
+	ReasonMissingSecret        = "MissingSecret"
+	ReasonInvalidSecret        = "InvalidSecret"
+	ReasonNoBaseImage          = "NoBaseImage"
+	ReasonBaseUnreachable      = "BaseImageUnreachable"
+	ReasonInvalidInput         = "InvalidInput"
+	ReasonInputsChanged        = "InputsChanged"
 	// ReasonBaseOverridesOSImageURL: the MachineOSConfig's
 	// baseImagePullSpec is built on in place of a MachineConfig's
 	// osImageURL, which OpenShift would build on; the message names that

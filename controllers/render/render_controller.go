@@ -196,6 +196,12 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 		// MachineConfig triggers a new attempt.
 		return nil
 	}
+	// Warnings, once per change of what they say.
+	if now := meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.PoolRenderDegraded); now.Reason == v1alpha1.ReasonRenderedWithWarnings {
+		if old := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.PoolRenderDegraded); old == nil || old.Message != now.Message {
+			r.Recorder.Eventf(pool, rendered, corev1.EventTypeWarning, v1alpha1.ReasonRenderedWithWarnings, "Render", "%s", status.Truncate(now.Message, 1024))
+		}
+	}
 	switch {
 	case before.Status.Configuration.Name != rendered.Name:
 		r.Recorder.Eventf(pool, rendered, corev1.EventTypeNormal, v1alpha1.ReasonRendered, "Render", "Rendered %s from %d MachineConfigs", rendered.Name, len(sources))

@@ -2,13 +2,16 @@ package render
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/status"
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 // setStatus computes the parts of the pool's status this controller owns
@@ -32,6 +35,10 @@ func setStatus(pool *v1alpha1.MachineConfigPool, rendered *v1alpha1.MachineConfi
 			cond.Reason = v1alpha1.ReasonNoConfigSelected
 		}
 		cond.Message = fmt.Sprintf("Rendered %s from %d MachineConfigs", rendered.Name, len(sources))
+		if w := sourceWarnings(sources); len(w) > 0 {
+			cond.Reason = v1alpha1.ReasonRenderedWithWarnings
+			cond.Message += "; accepted and ignored, as OpenShift does: " + strings.Join(w, "; ")
+		}
 		refs := make([]corev1.ObjectReference, len(sources))
 		for i := range sources {
 			refs[i] = corev1.ObjectReference{
@@ -43,4 +50,18 @@ func setStatus(pool *v1alpha1.MachineConfigPool, rendered *v1alpha1.MachineConfi
 		pool.Status.Configuration = v1alpha1.MachineConfigPoolStatusConfiguration{Name: rendered.Name, Source: refs}
 	}
 	meta.SetStatusCondition(&pool.Status.Conditions, cond)
+}
+
+// sourceWarnings are what the pool's MachineConfigs hold that is accepted
+// but ignored (nodeconfig.Warnings), each naming its MachineConfig and
+// field, so that someone who applied them with kubectl hears of them as
+// stratactl render's user does.
+func sourceWarnings(sources []v1alpha1.MachineConfig) []string {
+	var out []string
+	for i := range sources {
+		for _, w := range nodeconfig.Warnings(&sources[i].Spec, field.NewPath("spec")) {
+			out = append(out, "MachineConfig "+sources[i].Name+": "+w)
+		}
+	}
+	return out
 }
