@@ -17,6 +17,7 @@ import (
 	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/internal/layering"
 	"github.com/strata-dev/strata/internal/registry"
+	"github.com/strata-dev/strata/machineconfig"
 )
 
 // inputs is everything a build is made from.
@@ -130,15 +131,15 @@ func (r *Reconciler) gatherInputs(ctx context.Context, s *scope) (*inputs, error
 }
 
 // osImageURLSource names the MachineConfig whose osImageURL the rendered
-// config carries: the last of its sources (in merge order) with one, as
-// the merge takes it. A source deleted since the render, or a rendered
-// config without its sources' list, is named as the rendered config.
+// config carries, by the merge's own rule (machineconfig.OSImageURLSource)
+// over the sources the rendered config lists. A source deleted or changed
+// since the render, or a rendered config without its sources' list, is
+// named as the rendered config.
 func (r *Reconciler) osImageURLSource(ctx context.Context, rendered *v1alpha1.MachineConfig) (string, error) {
 	fallback := "rendered MachineConfig " + rendered.Name
-	sources := strings.Split(rendered.Annotations[v1alpha1.SourceMachineConfigsAnnotation], ",")
-	for i := len(sources) - 1; i >= 0; i-- {
-		name := strings.TrimSpace(sources[i])
-		if name == "" {
+	var sources []v1alpha1.MachineConfig
+	for name := range strings.SplitSeq(rendered.Annotations[v1alpha1.SourceMachineConfigsAnnotation], ",") {
+		if name = strings.TrimSpace(name); name == "" {
 			continue
 		}
 		mc := &v1alpha1.MachineConfig{}
@@ -148,10 +149,11 @@ func (r *Reconciler) osImageURLSource(ctx context.Context, rendered *v1alpha1.Ma
 			}
 			return "", err
 		}
-		if mc.Spec.OSImageURL != "" {
-			if mc.Spec.OSImageURL != rendered.Spec.OSImageURL {
-				return fallback, nil
-			}
+		sources = append(sources, *mc)
+	}
+	name := machineconfig.OSImageURLSource(sources)
+	for i := range sources {
+		if sources[i].Name == name && sources[i].Spec.OSImageURL == rendered.Spec.OSImageURL {
 			return "MachineConfig " + name, nil
 		}
 	}
