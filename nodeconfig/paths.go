@@ -81,7 +81,8 @@ func varBound(p string) bool {
 }
 
 // checkArg says what is wrong with a kernel argument, or "" when it is one
-// argument that can be written into a kargs.d TOML string. Double quotes
+// argument that can be written into a kargs.d TOML string and leaves the
+// node's boot alone (refusedArg). Double quotes
 // may hold spaces (dyndbg="file x.c +p"), as on the kernel command line;
 // an unclosed quote would swallow the arguments after it there.
 func checkArg(a string) string {
@@ -109,7 +110,7 @@ func checkArg(a string) string {
 			return "must not contain whitespace other than spaces outside double quotes"
 		}
 	}
-	return ""
+	return refusedArg(a)
 }
 
 // splitKernelArguments splits one spec.kernelArguments entry into
