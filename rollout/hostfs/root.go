@@ -10,9 +10,10 @@
 // otherwise the owner of /var/lib/app could plant data -> /etc and have
 // the daemon chown /etc/systemd for an item under /var/lib/app/data.
 // Every change is made with *at calls on the final component relative to
-// its parent's descriptor, and only directories the package creates get
-// an owner and mode from it. Files are replaced atomically: a temporary
-// file in the same directory, fsync, rename, fsync of the directory.
+// its parent's descriptor: a parent that exists keeps its owner and
+// mode, one the package creates is root's, 0755. Files are replaced
+// atomically: a temporary file in the same directory, fsync, rename,
+// fsync of the directory.
 package hostfs
 
 import (
