@@ -435,12 +435,12 @@ func assertTree(t *testing.T, dir string, want map[string]string) {
 	got := listTree(t, dir)
 	for p, v := range got {
 		if want[p] != v {
-			t.Errorf("outside the root, %s changed: %q, was %q", p, v, want[p])
+			t.Errorf("%s changed: %q, was %q", p, v, want[p])
 		}
 	}
 	for p := range want {
 		if _, ok := got[p]; !ok {
-			t.Errorf("outside the root, %s was removed", p)
+			t.Errorf("%s was removed", p)
 		}
 	}
 }
