@@ -47,7 +47,7 @@ func TestBuildahBuild(t *testing.T) {
 	    {"path":"/usr/libexec/strata-tool","mode":2541,"contents":{"source":"data:,%23!%2Fbin%2Fsh%0A"}},
 	    {"path":"/etc/strata/by-name","user":{"name":"core"},"contents":{"source":"data:,n"}},
 	    {"path":"/etc/motd","append":[{"source":"data:,appended%0A"}]},
-	    {"path":"/var/lib/strata/not-in-image","contents":{"source":"data:,v"}}],
+	    {"path":"/var/lib/strata-test/not-in-image","contents":{"source":"data:,v"}}],
 	  "directories":[{"path":"/etc/strata","mode":488,"group":{"id":1000}}],
 	  "links":[
 	    {"path":"/etc/strata/link","target":"secret"},

@@ -56,7 +56,7 @@ func layerEntries(t *testing.T, layer []byte) map[string]layerEntry {
 func TestStagesSplitAdminFromConfiguration(t *testing.T) {
 	const files = `{"ignition":{"version":"3.5.0"},"storage":{
 	  "files":[{"path":"/etc/strata/conf.d/a.conf","contents":{"source":"data:,a"}},
-	           {"path":"/var/lib/strata/node-only","contents":{"source":"data:,v"}}],
+	           {"path":"/var/lib/strata-test/node-only","contents":{"source":"data:,v"}}],
 	  "directories":[{"path":"/etc/strata","mode":448}]}}`
 	res, err := Render(stagesInput(files, "RUN echo admin > /etc/admin\n", "usbguard"))
 	if err != nil {

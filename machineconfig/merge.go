@@ -30,7 +30,9 @@ const IgnitionVersion = "3.5.0"
 //
 // The result's Ignition config is canonical JSON at IgnitionVersion, so equal
 // content gives equal bytes (and an equal Hash). A result that could not be
-// stored as a MachineConfig (see MaxRenderedSize) is a *TooLargeError.
+// stored as a MachineConfig (see MaxRenderedSize) is a *TooLargeError; one
+// whose kernel arguments would not fit the kernel command line (see
+// nodeconfig.MaxKernelArgumentsBytes) is a *KernelArgumentsTooLongError.
 func Merge(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec, error) {
 	spec, _, err := MergeIgnition(configs)
 	return spec, err
@@ -81,6 +83,9 @@ func MergeIgnition(configs []v1alpha1.MachineConfig) (v1alpha1.MachineConfigSpec
 		if mc.Spec.OSImageURL != "" {
 			out.OSImageURL = mc.Spec.OSImageURL
 		}
+	}
+	if err := checkKernelCommandLine(sorted, ignConfigs[1:]); err != nil {
+		return v1alpha1.MachineConfigSpec{}, igntypes.Config{}, err
 	}
 	merged := mergeAll(ignConfigs)
 	merged.Ignition.Version = IgnitionVersion

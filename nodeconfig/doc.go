@@ -26,9 +26,14 @@
 // remote sources (anything but data: URLs, so that builds reproduce
 // offline), Ignition config merge/replace and CA lists, disks, raid,
 // filesystems and luks, paths that are relative, unclean, contain "..",
-// or are under /proc, /sys, /dev, /run, /tmp, /boot, /sysroot, /ostree or
-// /usr/etc, kernel arguments with control characters or an unclosed
-// double quote, extension names OpenShift does not know,
+// or are under /proc, /sys, /dev, /run, /tmp, /boot, /sysroot, /ostree,
+// /usr/etc, /var/run (a link to /run) or /var/lib/strata (the daemon's
+// own state; the daemon checks every item again with CheckNodePath),
+// kernel arguments with control characters or an unclosed
+// double quote, kernel arguments that boot out of the normal system
+// (init=, rd.break, systemd.unit=, the rescue and emergency runlevels;
+// kargs.go has the list and why) and more than MaxKernelArgumentsBytes of
+// them in one config, extension names OpenShift does not know,
 // kernelArguments.shouldNotExist (an image can add kernel arguments, not
 // remove the base image's), any change to users or groups (below), and
 // file contents and appends that, decoded, add up to more than

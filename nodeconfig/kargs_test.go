@@ -1,6 +1,7 @@
 package nodeconfig
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -137,4 +138,76 @@ func FuzzSplitKernelArguments(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestKernelArgumentsThatLeaveANormalBoot: issue 20 point 7. Arguments
+// that boot a node into a shell, another init or another target leave no
+// kubelet and no daemon to report or roll back; they are refused with the
+// field, quoted or not. Those that only
+// act on a failed boot, and the multi-user runlevels, are accepted.
+func TestKernelArgumentsThatLeaveANormalBoot(t *testing.T) {
+	refused := []string{
+		"init=/bin/sh", `"init=/bin/bash"`, "rdinit=/bin/sh", "rd.break", "rd.break=pre-mount",
+		"systemd.unit=rescue.target", "rd.systemd.unit=emergency.target",
+		"emergency", "-b", "rescue", "single", "s", "S", "-s", "1",
+		"ostree=/ostree/boot.1/x/0", "--",
+	}
+	accepted := []string{"rd.shell", "rd.emergency=reboot", "systemd.crash_shell=0", "3", "5", "quiet", "initcall_debug",
+		"systemd.unit_x=1", "single_user=0", "rd.breakfast", "ostree.prepare-root.composefs=0"}
+	entries := append(append([]string{}, refused...), strings.Join(accepted, " "))
+	errs := ValidateMachineConfigSpec(&v1alpha1.MachineConfigSpec{KernelArguments: entries}, field.NewPath("spec"))
+	if len(errs) != len(refused) {
+		t.Fatalf("got %d errors, want %d: %v", len(errs), len(refused), errs)
+	}
+	for i, a := range refused {
+		want := fmt.Sprintf("spec.kernelArguments[%d]: Invalid value: %q: must not take the node out of a normal boot", i, a)
+		if !strings.HasPrefix(errs[i].Error(), want) {
+			t.Errorf("error %d = %q, want it to start with %q", i, errs[i].Error(), want)
+		}
+	}
+	// Ignition's shouldExist is held to the same rule.
+	errs = ValidateMachineConfigSpec(spec(ign35(`"kernelArguments":{"shouldExist":["quiet","rd.break"]}`)), field.NewPath("spec"))
+	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), `spec.config.kernelArguments.shouldExist[1]: Invalid value: "rd.break": must not take the node out of a normal boot`) {
+		t.Errorf("shouldExist: %v", errs)
+	}
+}
+
+// TestKernelCommandLineIsCapped: issue 20 point 7. A megabyte of kernel
+// arguments was accepted; the kernel cuts its command line at 2048 bytes
+// and ostree= goes with the rest. The arguments of one config may take
+// MaxKernelArgumentsBytes, and the refusal names the entry that passes
+// it, in spec.kernelArguments or in Ignition's shouldExist.
+func TestKernelCommandLineIsCapped(t *testing.T) {
+	arg := func(n int) string { return "x=" + strings.Repeat("a", n-2) }
+	// 4 arguments of 255 bytes take 4*256 = 1024 bytes with their spaces:
+	// exactly the limit.
+	fits := []string{arg(255), arg(255), arg(255), arg(255)}
+	if errs := ValidateMachineConfigSpec(&v1alpha1.MachineConfigSpec{KernelArguments: fits}, field.NewPath("spec")); len(errs) > 0 {
+		t.Fatalf("%d bytes refused: %v", CommandLineBytes(fits), errs)
+	}
+	tests := []struct {
+		name  string
+		spec  *v1alpha1.MachineConfigSpec
+		field string
+	}{
+		{name: "one byte more", spec: &v1alpha1.MachineConfigSpec{KernelArguments: []string{arg(255), arg(255) + " " + arg(255), arg(256)}},
+			field: "spec.kernelArguments[2]"},
+		{name: "a megabyte", spec: &v1alpha1.MachineConfigSpec{KernelArguments: slices.Repeat([]string{arg(4096)}, 256)},
+			field: "spec.kernelArguments[0]"},
+		// arg(1000) is there already; b fits; the third passes the limit.
+		{name: "shouldExist passes it", spec: &v1alpha1.MachineConfigSpec{KernelArguments: []string{arg(1000)},
+			Config: spec(ign35(`"kernelArguments":{"shouldExist":["` + arg(1000) + `","b","` + arg(30) + `"]}`)).Config},
+			field: "spec.config.kernelArguments.shouldExist[2]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := ValidateMachineConfigSpec(tt.spec, field.NewPath("spec"))
+			if len(errs) != 1 || errs[0].Type != field.ErrorTypeTooLong || errs[0].Field != tt.field {
+				t.Fatalf("errors %v, want one Too long at %s", errs, tt.field)
+			}
+			if msg := errs[0].Error(); !strings.Contains(msg, fmt.Sprintf("more than the %d bytes", MaxKernelArgumentsBytes)) || !strings.Contains(msg, "2048") {
+				t.Errorf("message %q does not give the limit and why", msg)
+			}
+		})
+	}
 }

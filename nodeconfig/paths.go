@@ -7,12 +7,21 @@ import (
 	"unicode/utf8"
 )
 
-// rejectedPrefixes are never written: they are kernel or runtime
-// filesystems (/proc, /sys, /dev, /run, /tmp), the boot and deployment
-// machinery bootc owns (/boot, /sysroot, /ostree), or /usr/etc, which
-// `bootc container lint` refuses because ostree uses it for the pristine
-// /etc.
+// rejectedPrefixes are never written: kernel or runtime filesystems
+// (/proc, /sys, /dev, /run, /tmp), the boot and deployment machinery bootc
+// owns (/boot, /sysroot, /ostree), or /usr/etc, which `bootc container
+// lint` refuses because ostree uses it for the pristine /etc.
 var rejectedPrefixes = []string{"/proc", "/sys", "/dev", "/run", "/tmp", "/boot", "/sysroot", "/ostree", "/usr/etc"}
+
+// rejectedVarPrefixes are under /var but not the node's configuration:
+// /var/run is a link to /run on these systems (the daemon would write
+// through it into the runtime filesystem), and /var/lib/strata is the
+// daemon's own state, which a MachineConfig could otherwise forge or
+// replace.
+var rejectedVarPrefixes = []struct{ prefix, why string }{
+	{"/var/run", "it is a link to /run, which is not part of the image or of the node's persistent state"},
+	{"/var/lib/strata", "it is the Strata daemon's own state on the node"},
+}
 
 // varPrefixes are state that a switch to a new image never changes: /var
 // itself and the directories that are links into /var on image-mode
@@ -47,7 +56,21 @@ func checkPath(p string) string {
 	if pre, bad := underAny(p, rejectedPrefixes); bad {
 		return "must not be under " + pre + ": it is not part of the image or of the node's persistent state"
 	}
+	for _, r := range rejectedVarPrefixes {
+		if _, bad := underAny(p, []string{r.prefix}); bad {
+			return "must not be under " + r.prefix + ": " + r.why
+		}
+	}
 	return ""
+}
+
+// CheckNodePath says what is wrong with the path of a node item, or ""
+// when a MachineConfig may write it: the validator's own rule, which the
+// daemon applies again to every item before it writes, so that a plan
+// that did not come through validation still cannot reach /run or the
+// daemon's state.
+func CheckNodePath(p string) string {
+	return checkPath(p)
 }
 
 // varBound reports whether content at p belongs to the node's /var rather
@@ -58,7 +81,8 @@ func varBound(p string) bool {
 }
 
 // checkArg says what is wrong with a kernel argument, or "" when it is one
-// argument that can be written into a kargs.d TOML string. Double quotes
+// argument that can be written into a kargs.d TOML string and leaves the
+// node's boot alone (refusedArg). Double quotes
 // may hold spaces (dyndbg="file x.c +p"), as on the kernel command line;
 // an unclosed quote would swallow the arguments after it there.
 func checkArg(a string) string {
@@ -86,7 +110,7 @@ func checkArg(a string) string {
 			return "must not contain whitespace other than spaces outside double quotes"
 		}
 	}
-	return ""
+	return refusedArg(a)
 }
 
 // splitKernelArguments splits one spec.kernelArguments entry into

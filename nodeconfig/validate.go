@@ -78,6 +78,9 @@ type Plan struct {
 	// KernelArguments are spec.kernelArguments split into arguments,
 	// then Ignition's kernelArguments.shouldExist not already present.
 	KernelArguments []string
+	// kargOrigins are the fields of KernelArguments, one each, for
+	// errors.
+	kargOrigins []*field.Path
 	// NodeItems are what the daemon writes; see NodeItem.
 	NodeItems []NodeItem
 	// Packages are the packages of spec.extensions, sorted and unique.
@@ -148,6 +151,7 @@ func buildPlanParsed(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path, pars
 			if msg := checkArg(arg); msg != "" {
 				errs = append(errs, field.Invalid(kp, short(arg), msg))
 			}
+			p.kargOrigins = append(p.kargOrigins, kp)
 		}
 		p.KernelArguments = append(p.KernelArguments, args...)
 	}
@@ -191,6 +195,9 @@ func buildPlanParsed(spec *v1alpha1.MachineConfigSpec, fldPath *field.Path, pars
 	w.passwd(&cfg.Passwd)
 	w.kernelArguments(&cfg.KernelArguments)
 	errs = append(errs, w.errs...)
+	if ferr := checkCommandLine(p.KernelArguments, p.kargOrigins); ferr != nil {
+		errs = append(errs, ferr)
+	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -696,6 +703,7 @@ func (w *walker) kernelArguments(k *ign.KernelArguments) {
 		if !have[string(a)] {
 			have[string(a)] = true
 			w.KernelArguments = append(w.KernelArguments, string(a))
+			w.kargOrigins = append(w.kargOrigins, kp.Child("shouldExist").Index(i))
 		}
 	}
 	for i := range k.ShouldNotExist {

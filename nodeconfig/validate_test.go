@@ -81,6 +81,18 @@ func TestValidateMachineConfigSpec(t *testing.T) {
 			want: []string{`spec.config.storage.files[3].path: Invalid value: "/proc/x": must not be under /proc`}},
 		{name: "rejected prefixes", spec: spec(ign35(`"storage":{"directories":[{"path":"/sys"},{"path":"/dev/x"},{"path":"/run/x"},{"path":"/tmp/x"},{"path":"/boot/x"},{"path":"/sysroot/x"},{"path":"/ostree/x"},{"path":"/usr/etc/x"}]}`)),
 			want: []string{"directories[0].path", "directories[1].path", "directories[2].path", "directories[3].path", "directories[4].path", "directories[5].path", "directories[6].path", "directories[7].path"}},
+		// /var/run is a link to /run; /var/lib/strata is the daemon's own
+		// state. Both are /var, so without a rule of their own the daemon
+		// would write there.
+		{name: "var run and the daemon's state", spec: spec(ign35(`"storage":{"files":[{"path":"/var/run/x","contents":{"source":"data:,x"}},{"path":"/var/lib/strata/state.json","contents":{"source":"data:,x"}},{"path":"/var/lib/stratax/ok"},{"path":"/var/running/ok"}],"directories":[{"path":"/var/run"},{"path":"/var/lib/strata"}],"links":[{"path":"/var/lib/strata/l","target":"/x"},{"path":"/var/lib/h","target":"/var/lib/strata/state.json","hard":true}]}`)),
+			want: []string{
+				`spec.config.storage.files[0].path: Invalid value: "/var/run/x": must not be under /var/run: it is a link to /run`,
+				`spec.config.storage.files[1].path: Invalid value: "/var/lib/strata/state.json": must not be under /var/lib/strata: it is the Strata daemon's own state on the node`,
+				`spec.config.storage.directories[0].path: Invalid value: "/var/run": must not be under /var/run`,
+				`spec.config.storage.directories[1].path: Invalid value: "/var/lib/strata": must not be under /var/lib/strata`,
+				`spec.config.storage.links[0].path: Invalid value: "/var/lib/strata/l": must not be under /var/lib/strata`,
+				`spec.config.storage.links[1].target: Invalid value: "/var/lib/strata/state.json": must not be under /var/lib/strata`,
+			}},
 		{name: "dotdot", spec: spec(ign35(`"storage":{"links":[{"path":"/etc/../proc/x","target":"/a"}]}`)),
 			want: []string{`spec.config.storage.links[0].path: Invalid value: "/etc/../proc/x": Ignition: path is not fully simplified`}},
 		{name: "unclean", spec: spec(ign35(`"storage":{"files":[{"path":"/etc//a"}]}`)),

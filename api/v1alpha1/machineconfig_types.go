@@ -56,6 +56,19 @@ type MachineConfigSpec struct {
 	// hold several arguments separated by spaces, as OpenShift reads it;
 	// double quotes keep spaces inside one argument (dyndbg="file x.c +p").
 	// No control characters (tabs and newlines included).
+	// Refused when the pool renders: arguments that boot the node out of
+	// its normal system, where no kubelet and no daemon runs to report or
+	// roll it back (init=, rdinit=, rd.break, systemd.unit=,
+	// rd.systemd.unit=, and the runlevel words emergency, -b, rescue,
+	// single, s, S, -s and 1), ostree= (the bootloader entry's own) and
+	// "--". rd.shell and the runlevels 2 to 5 are accepted. The kernel
+	// keeps only 2048 bytes of its command line (x86_64, aarch64,
+	// ppc64le) and a line cut short loses ostree= and does not boot, so
+	// the arguments of one MachineConfig, and of all the MachineConfigs
+	// of a pool together (with Ignition's
+	// kernelArguments.shouldExist), may take at most 1024 bytes, each
+	// counted with one space; the rest is left for the base image's
+	// arguments and the bootloader's.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256

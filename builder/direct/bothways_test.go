@@ -53,7 +53,7 @@ const (
 	    {"path":"/etc/abs-certs/strata-other.pem","contents":{"source":"data:,pem2"}},
 	    {"path":"/etc/link.d/y.conf","contents":{"source":"data:,y"}},
 	    {"path":"/etc/issue","contents":{"source":"data:,Strata%0A"}},
-	    {"path":"/var/lib/strata/node-only","contents":{"source":"data:,v"}}],
+	    {"path":"/var/lib/strata-test/node-only","contents":{"source":"data:,v"}}],
 	  "directories":[
 	    {"path":"/etc/strata","mode":488,"group":{"id":1000}},
 	    {"path":"/etc/strata/empty.d","mode":457},
@@ -134,7 +134,7 @@ func TestBothWays(t *testing.T) {
 		admin: true,
 	}, {
 		name:     "containerfile-only",
-		ignition: `"storage":{"files":[{"path":"/var/lib/strata/node-only","contents":{"source":"data:,v"}}]}`,
+		ignition: `"storage":{"files":[{"path":"/var/lib/strata-test/node-only","contents":{"source":"data:,v"}}]}`,
 		content:  bwAdmin,
 		present:  []string{"etc/admin-stamp", "etc/admin.d"},
 		admin:    true,

@@ -55,7 +55,7 @@ func TestRender(t *testing.T) {
 		t.Error(err)
 	}
 	data, err := os.ReadFile(items)
-	if err != nil || !bytes.Contains(data, []byte(`"/var/lib/strata/marker"`)) {
+	if err != nil || !bytes.Contains(data, []byte(`"/var/lib/strata-test/marker"`)) {
 		t.Errorf("node items: %s %v", data, err)
 	}
 

@@ -26,10 +26,12 @@ func manyConfigs(n, files int) []v1alpha1.MachineConfig {
 		b.WriteString(`]}}`)
 		mcs[i] = v1alpha1.MachineConfig{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%03d-config", i)},
-			Spec: v1alpha1.MachineConfigSpec{
-				Config:          runtime.RawExtension{Raw: []byte(b.String())},
-				KernelArguments: []string{fmt.Sprintf("strata.mc%d=1", i)},
-			},
+			Spec:       v1alpha1.MachineConfigSpec{Config: runtime.RawExtension{Raw: []byte(b.String())}},
+		}
+		// One in 25 adds a kernel argument: all of them together would
+		// not fit the kernel command line (nodeconfig.MaxKernelArgumentsBytes).
+		if i%25 == 0 {
+			mcs[i].Spec.KernelArguments = []string{fmt.Sprintf("strata.mc%d=1", i)}
 		}
 	}
 	return mcs

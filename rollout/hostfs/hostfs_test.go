@@ -435,12 +435,12 @@ func assertTree(t *testing.T, dir string, want map[string]string) {
 	got := listTree(t, dir)
 	for p, v := range got {
 		if want[p] != v {
-			t.Errorf("outside the root, %s changed: %q, was %q", p, v, want[p])
+			t.Errorf("%s changed: %q, was %q", p, v, want[p])
 		}
 	}
 	for p := range want {
 		if _, ok := got[p]; !ok {
-			t.Errorf("outside the root, %s was removed", p)
+			t.Errorf("%s was removed", p)
 		}
 	}
 }
@@ -471,5 +471,126 @@ func TestWriteReadRemove(t *testing.T) {
 	u, ok, err := r.LookupUser("core")
 	if err != nil || !ok || u.UID != coreUID || u.GID != coreGID || u.Home != "/home/core" {
 		t.Errorf("LookupUser(core) = %+v, %v, %v", u, ok, err)
+	}
+}
+
+// TestPlantedLinkIsAnUnsafeTransition is issue 20's attack: uid 1000 owns
+// /var/lib/app and plants data -> /etc there. Items under
+// /var/lib/app/data owned by uid 1000 must not follow that link into the
+// host's /etc: the daemon would hand /etc/systemd to the user. As
+// systemd-tmpfiles does, a link owned by someone other than root may not
+// lead from what that user owns to what they do not own.
+func TestPlantedLinkIsAnUnsafeTransition(t *testing.T) {
+	r, dir := newRoot(t)
+	app := filepath.Join(dir, "var/lib/app")
+	if err := os.MkdirAll(filepath.Join(dir, "etc/systemd"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(app, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(app, coreUID, coreGID); err != nil {
+		t.Fatal(err)
+	}
+	// An absolute link and a relative one, both made by the user.
+	for name, target := range map[string]string{"data": "/etc", "rel": "../../../etc"} {
+		if err := os.Symlink(target, filepath.Join(app, name)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(filepath.Join(app, name), coreUID, coreGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	etc := listTree(t, filepath.Join(dir, "etc"))
+	var items []nodeconfig.NodeItem
+	for _, via := range []string{"data", "rel"} {
+		d := nodeconfig.NodeItem{Kind: nodeconfig.NodeDirectory, Path: "/var/lib/app/" + via + "/systemd", Mode: ptr(0o700), User: id(coreUID)}
+		f := file("/var/lib/app/"+via+"/systemd/x", "x\n", 0o644)
+		f.User = id(coreUID)
+		l := nodeconfig.NodeItem{Kind: nodeconfig.NodeLink, Path: "/var/lib/app/" + via + "/systemd/l", Target: "/tmp/x", User: id(coreUID)}
+		items = append(items, d, f, l)
+	}
+	skipped := apply(t, r, items...)
+	assertTree(t, filepath.Join(dir, "etc"), etc)
+	check(t, filepath.Join(dir, "etc/systemd"), os.ModeDir, 0o755, 0, 0)
+	if len(skipped) != len(items) {
+		t.Fatalf("skipped %q, want all %d items refused", skipped, len(items))
+	}
+	for _, s := range skipped {
+		if !strings.Contains(s, "unsafe path transition") {
+			t.Errorf("skipped %q, want an unsafe path transition", s)
+		}
+	}
+
+	// The same user's link within what the user owns is followed, and a
+	// link root made is followed anywhere inside the root.
+	if err := os.Mkdir(filepath.Join(app, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(app, "real"), coreUID, coreGID); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(app, "mine")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(filepath.Join(app, "mine"), coreUID, coreGID); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/var/lib/app/real", filepath.Join(dir, "var/lib/byroot")); err != nil {
+		t.Fatal(err)
+	}
+	mine := file("/var/lib/app/mine/a", "a\n", 0o600)
+	mine.User = id(coreUID)
+	if s := apply(t, r, mine, file("/var/lib/byroot/b", "b\n", 0o644)); len(s) != 0 {
+		t.Fatalf("skipped %q", s)
+	}
+	check(t, filepath.Join(app, "real/a"), 0, 0o600, coreUID, 0)
+	check(t, filepath.Join(app, "real/b"), 0, 0o644, 0, 0)
+}
+
+// TestExistingParentsKeepTheirOwner: only the directories Apply creates
+// get an owner and mode from it (root, 0755); an existing parent keeps
+// its own, whoever owns the item under it.
+func TestExistingParentsKeepTheirOwner(t *testing.T) {
+	r, dir := newRoot(t)
+	parent := filepath.Join(dir, "var/lib/shared")
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(parent, 4321, 4321); err != nil {
+		t.Fatal(err)
+	}
+	f := file("/var/lib/shared/new/conf", "x\n", 0o600)
+	f.User, f.Group = id(coreUID), id(coreGID)
+	if s := apply(t, r, f); len(s) != 0 {
+		t.Fatalf("skipped %q", s)
+	}
+	check(t, parent, os.ModeDir, 0o700, 4321, 4321)
+	check(t, filepath.Join(parent, "new"), os.ModeDir, 0o755, 0, 0)
+	check(t, filepath.Join(parent, "new/conf"), 0, 0o600, coreUID, coreGID)
+}
+
+// TestRefusedPaths: whatever plan reaches it, Apply does not write under
+// /run, /var/run (a link to /run) or the daemon's own /var/lib/strata.
+func TestRefusedPaths(t *testing.T) {
+	r, dir := newRoot(t)
+	var items []nodeconfig.NodeItem
+	for _, p := range []string{"/var/run/x", "/var/run", "/var/lib/strata/state.json", "/var/lib/strata", "/run/x"} {
+		items = append(items, file(p, "x", 0o644))
+	}
+	items = append(items, nodeconfig.NodeItem{Kind: nodeconfig.NodeLink, Path: "/var/lib/h", Target: "/var/lib/strata/state.json", Hard: true})
+	s := apply(t, r, items...)
+	if len(s) != len(items) {
+		t.Fatalf("skipped %q, want all %d items refused", s, len(items))
+	}
+	for i, p := range []string{"/var/run/x", "/var/run", "/var/lib/strata/state.json", "/var/lib/strata", "/run/x", "/var/lib/h"} {
+		if !strings.HasPrefix(s[i], p+": ") || !strings.Contains(s[i], "must not be under") {
+			t.Errorf("skipped[%d] = %q, want %s refused", i, s[i], p)
+		}
+	}
+	for _, p := range []string{"var/run", "var/lib/strata", "run", "var/lib/h"} {
+		if _, err := os.Lstat(filepath.Join(dir, p)); !os.IsNotExist(err) {
+			t.Errorf("%s was written: %v", p, err)
+		}
 	}
 }

@@ -72,6 +72,18 @@ func (r *Root) Apply(items []nodeconfig.NodeItem) ([]string, error) {
 }
 
 func (r *Root) apply(acct *accounts, it *nodeconfig.NodeItem) error {
+	if it.Kind != nodeconfig.NodeSSHAuthorizedKeys {
+		// Validation refuses these paths; checked again here so that no
+		// plan, however it was made, writes /run or the daemon's state.
+		if msg := nodeconfig.CheckNodePath(it.Path); msg != "" {
+			return skipf("%s: not written: the path %s", it.Path, msg)
+		}
+		if it.Kind == nodeconfig.NodeLink && it.Hard {
+			if msg := nodeconfig.CheckNodePath(it.Target); msg != "" {
+				return skipf("%s: not written: the target %s", it.Path, msg)
+			}
+		}
+	}
 	var err error
 	switch it.Kind {
 	case nodeconfig.NodeFile:
@@ -93,13 +105,19 @@ func (r *Root) apply(acct *accounts, it *nodeconfig.NodeItem) error {
 }
 
 // classify turns errors that come from what is on the host (a file where
-// a directory should be, a link loop or a dangling link in a parent) into
-// skips, and leaves the others errors.
+// a directory should be, a link loop or a dangling link in a parent, a
+// link a user planted) into skips, and leaves the others errors.
 func classify(p string, err error) error {
 	var skip *skipError
+	var unsafe *UnsafeTransitionError
+	var dangling *danglingError
 	switch {
 	case err == nil, errors.As(err, &skip):
 		return err
+	case errors.As(err, &unsafe):
+		return skipf("%s: not written: %v", p, unsafe)
+	case errors.As(err, &dangling):
+		return skipf("%s: not written: %v", p, dangling)
 	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP), errors.Is(err, unix.EEXIST),
 		errors.Is(err, unix.EISDIR), errors.Is(err, unix.EXDEV), errors.Is(err, unix.ENAMETOOLONG),
 		errors.Is(err, unix.EMLINK):

@@ -1,11 +1,19 @@
 // Package hostfs writes files on the host through a directory descriptor
 // of the host's root, so that no path, and no symbolic link on the way,
-// can lead outside it: every lookup is an openat2 with RESOLVE_IN_ROOT
-// (an absolute link or ".." stops at the host root, as if the daemon were
-// chrooted there) and RESOLVE_NO_MAGICLINKS, and every change is made
-// with *at calls on the final component relative to its parent's
-// descriptor. Files are replaced atomically: a temporary file in the same
-// directory, fsync, rename, fsync of the directory.
+// can lead outside it, nor through a link a user planted into what that
+// user does not own. A directory is looked up one name at a time
+// (chase.go), each opened with O_NOFOLLOW relative to the one before; a
+// link is read and its target looked up the same way inside the root (an
+// absolute link or ".." stops at the host root, as if the daemon were
+// chrooted there), and refused, as systemd-tmpfiles refuses it, when it
+// is not root's and leads from what its owner owns to what they do not:
+// otherwise the owner of /var/lib/app could plant data -> /etc and have
+// the daemon chown /etc/systemd for an item under /var/lib/app/data.
+// Every change is made with *at calls on the final component relative to
+// its parent's descriptor: a parent that exists keeps its owner and
+// mode, one the package creates is root's, 0755. Files are replaced
+// atomically: a temporary file in the same directory, fsync, rename,
+// fsync of the directory.
 package hostfs
 
 import (
@@ -21,7 +29,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// inRoot resolves a path as if the root descriptor were "/".
+// inRoot resolves a path as if the root descriptor were "/"; only reads
+// use it (ReadFile), writes look their directory up with chase.
 const inRoot = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS
 
 // beneathNoLinks opens one name in a directory, refusing any link.
@@ -92,34 +101,6 @@ func (r *Root) open(p string, flags int) (int, error) {
 	fd, err := openat2(r.fd, rel(p), flags, 0, inRoot)
 	if err != nil {
 		return -1, &os.PathError{Op: "open", Path: p, Err: err}
-	}
-	return fd, nil
-}
-
-// openDir opens a host directory.
-func (r *Root) openDir(p string) (int, error) {
-	return r.open(p, unix.O_RDONLY|unix.O_DIRECTORY)
-}
-
-// mkdirAll opens the host directory p, creating what is missing of it
-// with mode 0755 owned by root.
-func (r *Root) mkdirAll(p string) (int, error) {
-	fd, err := r.openDir(p)
-	if err == nil || !errors.Is(err, unix.ENOENT) {
-		return fd, err
-	}
-	parent, name, serr := split(p)
-	if serr != nil {
-		return -1, err
-	}
-	pfd, err := r.mkdirAll(parent)
-	if err != nil {
-		return -1, err
-	}
-	defer unix.Close(pfd)
-	fd, err = ensureDir(pfd, name, dirMode, 0, 0)
-	if err != nil {
-		return -1, &os.PathError{Op: "mkdir", Path: p, Err: err}
 	}
 	return fd, nil
 }
