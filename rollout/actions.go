@@ -40,6 +40,8 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		err = d.flush(ctx, s)
 	case actStage:
 		err = d.stage(ctx, s, image)
+	case actUnstage:
+		err = d.unstage(ctx, s, image)
 	case actRequestDrain:
 		drain := v1alpha1.DrainRequestPrefix + key
 		s.report(v1alpha1.DesiredDrainAnnotation, drain)
@@ -173,6 +175,31 @@ func (d *Daemon) stage(ctx context.Context, s *scope, image string) error {
 	s.staged = bootc.DigestOf(image)
 	s.log.Info("Staged the desired image", "seconds", d.now().Sub(start).Seconds())
 	d.event(s, corev1.EventTypeNormal, "Staged", "Switch", "Staged image %s for the next boot", image)
+	return nil
+}
+
+// unstage replaces the image staged over the booted one, desired again,
+// by the desired one. bootc has no command that drops a staged
+// deployment but `bootc rollback`, which also queues the rollback
+// deployment; `bootc switch` to the booted image's digest stages a
+// deployment of what already runs (BOOTC.md), so that whatever reboots
+// the node next boots the desired image. A replaced update that had not
+// rebooted yet is forgotten first: its reboot will never come, and a
+// later boot must not be taken for it.
+func (d *Daemon) unstage(ctx context.Context, s *scope, image string) error {
+	if u := s.rec.Update; u != nil && u.Phase != PhaseFailed {
+		s.log.Info("Dropping the replaced update", "replacedImage", u.Image, "replacedConfig", u.Config)
+		s.rec.Update = nil
+		if err := SaveRecord(d.StateDir, s.rec); err != nil {
+			return err
+		}
+	}
+	replaced := s.host.Status.Staged.PullSpec()
+	s.log.Info("Replacing the staged image by the booted one, desired again", "staged", replaced)
+	if err := d.stage(ctx, s, image); err != nil {
+		return err
+	}
+	d.event(s, corev1.EventTypeNormal, "Unstaged", "Switch", "Replaced staged image %s by the booted image %s, desired again", replaced, image)
 	return nil
 }
 

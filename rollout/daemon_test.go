@@ -852,12 +852,15 @@ func TestMissingPullSecret(t *testing.T) {
 	}
 }
 
-// TestReplacedUpdateUncordons: an update replaced, after its drain, by a
-// config-only change of the image now booted does not leave the node
-// cordoned.
+// TestReplacedUpdateUncordons: an update replaced, after its drain and
+// its verification, by a config-only change of the image now booted does
+// not leave the node cordoned. The change that arrives while the node is
+// verified waits for the verdict (issue 20 point 5): the node, not
+// Ready, is not reported Done meanwhile.
 func TestReplacedUpdateUncordons(t *testing.T) {
 	r := newRig(t)
-	r.desire(newImage, r.renderedConfig("one"))
+	first := r.renderedConfig("one")
+	firstKey := r.desire(newImage, first)
 	r.sync()
 	r.applyDrain()
 	if !r.sync().Rebooting {
@@ -867,17 +870,120 @@ func TestReplacedUpdateUncordons(t *testing.T) {
 	r.setReady(false)
 	r.sync() // waiting for health
 	config := r.renderedConfig("two")
-	key := r.desire(newImage, config)
+	r.desire(newImage, config)
 	r.sync()
+	r.expectAnnotations(map[string]string{v1alpha1.StateAnnotation: v1alpha1.NodeStateWorking})
+	if u := r.record().Update; u == nil || u.Key != firstKey || u.Phase != PhaseVerifying {
+		t.Fatalf("the verification was dropped for the new desired pair: state file update %+v", u)
+	}
+	r.setReady(true)
+	r.converge()
 	r.expectAnnotations(map[string]string{
 		v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
 		v1alpha1.CurrentConfigAnnotation: config,
-		v1alpha1.DesiredDrainAnnotation:  v1alpha1.UncordonRequestPrefix + key,
+		v1alpha1.DesiredDrainAnnotation:  v1alpha1.UncordonRequestPrefix + firstKey,
 	})
 	if got := r.marker(); got != "two" {
 		t.Errorf("marker %q", got)
 	}
+	if rec := r.record(); rec.Update != nil || rec.CurrentConfig != config || rec.CurrentImage != newImage {
+		t.Errorf("state file %+v, want config %s on %s", rec, config, newImage)
+	}
 	r.expectCounts(counts{switches: 1, reboots: 1})
+}
+
+// TestRevertMidRollout (issue 20 point 5): desired set back to the booted
+// image while the new one is staged leaves nothing else staged before
+// the node is reported Done, so that the next reboot, for whatever
+// reason, boots the booted image and no image without a drain.
+func TestRevertMidRollout(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// upTo takes the update to newImage as far as the revert finds it.
+		upTo func(r *rig)
+	}{{
+		name: "staged, drain asked",
+		upTo: func(r *rig) { r.sync() },
+	}, {
+		name: "drained, reboot asked, not come",
+		upTo: func(r *rig) {
+			r.sync()
+			r.applyDrain()
+			if !r.sync().Rebooting {
+				r.t.Fatal("no reboot")
+			}
+			r.restart() // the reboot did not come; the daemon restarts
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			config := r.renderedConfig("one")
+			r.desire(newImage, config)
+			tc.upTo(r)
+			if r.host.staged != newImage {
+				t.Fatalf("staged %q before the revert", r.host.staged)
+			}
+			key := r.desire(original, config)
+			r.converge()
+			r.expectAnnotations(map[string]string{
+				v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
+				v1alpha1.CurrentConfigAnnotation: config,
+				v1alpha1.DesiredDrainAnnotation:  v1alpha1.UncordonRequestPrefix + key,
+			})
+			if staged := r.host.staged; staged != "" && staged != original {
+				t.Fatalf("reported Done with %q staged, desired %q", staged, original)
+			}
+			if u := r.record().Update; u != nil {
+				t.Errorf("state file keeps the replaced update %+v", u)
+			}
+			// An unrelated reboot boots the desired image, and the
+			// daemon takes it for no update.
+			r.reboot()
+			r.sync()
+			if r.host.booted != original {
+				t.Errorf("an unrelated reboot booted %q, want %q", r.host.booted, original)
+			}
+			r.expectAnnotations(map[string]string{
+				v1alpha1.StateAnnotation:        v1alpha1.NodeStateDone,
+				v1alpha1.CurrentImageAnnotation: original,
+				v1alpha1.ReasonAnnotation:       "",
+			})
+		})
+	}
+}
+
+// TestChangedWhileVerifying (issue 20 point 5): an unhealthy node whose
+// desired pair changes while it is verified is still rolled back once;
+// the new desired pair is acted on after the verdict.
+func TestChangedWhileVerifying(t *testing.T) {
+	r := newRig(t)
+	config := r.renderedConfig("one")
+	key := r.desire(newImage, config)
+	r.sync()
+	r.applyDrain()
+	if !r.sync().Rebooting {
+		t.Fatal("no reboot")
+	}
+	r.reboot()
+	r.host.failing[newImage[len(repo)+1:]] = "unit kubelet.service failed"
+	r.sync() // waiting for health
+	// The controller sets the node back to its original image.
+	r.desire(original, config)
+	r.sync()
+	if u := r.record().Update; u == nil || u.Key != key || u.Phase != PhaseVerifying {
+		t.Fatalf("the verification was dropped for the new desired pair: state file update %+v", u)
+	}
+	r.clock = r.clock.Add(2 * time.Minute)
+	r.converge()
+	r.expectCounts(counts{switches: 1, rollbacks: 1, reboots: 2})
+	if r.host.booted != original {
+		t.Errorf("booted %q, want %q", r.host.booted, original)
+	}
+	r.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
+		v1alpha1.CurrentImageAnnotation:  original,
+		v1alpha1.CurrentConfigAnnotation: config,
+	})
 }
 
 // TestInvalidDesired: a desired image that is not pinned by digest, or a
