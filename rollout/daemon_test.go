@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/rollout/bootc"
+	"github.com/strata-dev/strata/rollout/bootcheck"
 	"github.com/strata-dev/strata/rollout/hostfs"
 	"github.com/strata-dev/strata/test/testenv"
 )
@@ -1019,4 +1021,76 @@ func TestInvalidDesired(t *testing.T) {
 	if d := r.drains(); len(d) != 0 {
 		t.Errorf("drain requests %q", d)
 	}
+}
+
+// TestBootCheckHandshake (issue 20 point 9): before the reboot the daemon
+// tells the node's boot check what to expect and for how long; it says
+// when it verifies the boot and when the node is healthy.
+func TestBootCheckHandshake(t *testing.T) {
+	r := newRig(t)
+	r.desire(newImage, r.renderedConfig("one"))
+	r.sync()
+	r.applyDrain()
+	if !r.sync().Rebooting {
+		t.Fatal("no reboot")
+	}
+	dir := bootcheck.Dir(filepath.Join(r.dir, "var/lib/strata"))
+	digest := bootc.DigestOf(newImage)
+	if b, err := os.ReadFile(filepath.Join(dir, "expect")); err != nil || string(b) != "digest="+digest+"\ntimeout=60\n" {
+		t.Fatalf("boot check expect %q, %v", b, err)
+	}
+	r.reboot()
+	r.setReady(false)
+	r.sync()
+	if b, err := os.ReadFile(filepath.Join(dir, "verifying")); err != nil || strings.TrimSpace(string(b)) != digest {
+		t.Errorf("boot check verifying %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "healthy")); err == nil {
+		t.Error("marked healthy while not Ready")
+	}
+	r.setReady(true)
+	r.converge()
+	if b, err := os.ReadFile(filepath.Join(dir, "healthy")); err != nil || strings.TrimSpace(string(b)) != digest {
+		t.Errorf("boot check healthy %q, %v", b, err)
+	}
+}
+
+// TestBootCheckRolledBack (issue 20 point 9): an image whose daemon never
+// ran is rolled back by the node's boot check; the daemon, back on the
+// previous image, reports the node Degraded with the check's verdict.
+func TestBootCheckRolledBack(t *testing.T) {
+	r := newRig(t)
+	key := r.desire(newImage, r.renderedConfig("one"))
+	r.sync()
+	r.applyDrain()
+	if !r.sync().Rebooting {
+		t.Fatal("no reboot")
+	}
+	r.host.boot()
+	// No daemon runs on this boot. The boot check, past its timeout,
+	// leaves its verdict, rolls back and reboots (rollout/bootcheck).
+	dir := bootcheck.Dir(filepath.Join(r.dir, "var/lib/strata"))
+	const why = "boot check: image was not reported healthy by strata-daemon within 60s of its boot (the daemon never started verifying it); rolled back by the node's boot check"
+	writeFile(t, filepath.Join(dir, "verdict"), bootc.DigestOf(newImage)+" "+why+"\n")
+	if err := r.host.Rollback(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.reboot()
+	r.sync()
+	if r.host.booted != original {
+		t.Fatalf("booted %q", r.host.booted)
+	}
+	reason := r.ann(v1alpha1.ReasonAnnotation)
+	for _, want := range []string{newImage, why, original} {
+		if !strings.Contains(reason, want) {
+			t.Errorf("reason %q does not say %q", reason, want)
+		}
+	}
+	r.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:        v1alpha1.NodeStateDegraded,
+		v1alpha1.CurrentImageAnnotation: original,
+		v1alpha1.DesiredDrainAnnotation: v1alpha1.UncordonRequestPrefix + key,
+	})
+	// The daemon's own rollback does not run on top of the check's.
+	r.expectCounts(counts{switches: 1, rollbacks: 1, reboots: 1})
 }

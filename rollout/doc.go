@@ -52,7 +52,15 @@
 // check and rollback are never dropped for a newer pair. decide_test.go
 // has one row per line of this table.
 //
-// The sub-packages hold the host side: bootc runs the bootc command and
-// parses its status, hostfs writes files under the host root without
-// following any link out of it.
+// The node's boot check (package bootcheck, in every image Strata builds)
+// rolls the node back when no daemon verifies the boot: recordReboot
+// tells it the digest and the health check timeout, startVerify that the
+// daemon verifies the boot itself, complete that the node is healthy.
+// When the check rolled the node back, failDidNotBoot reports its
+// verdict as the reason.
+//
+// The sub-packages hold the host side: bootc runs the bootc command (each
+// verb with a timeout) and parses its status, bootcheck is the boot
+// check's script and files, hostfs writes files under the host root
+// without following any link out of it.
 package rollout
