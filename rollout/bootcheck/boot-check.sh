@@ -2,8 +2,8 @@
 # strata-boot-check: rolls the node back on its own when the image Strata
 # staged boots but its daemon never reports the node healthy (an image
 # that breaks the kubelet, the network or the daemon itself). It needs
-# only bootc, coreutils and systemctl: nothing of the new image's
-# userland beyond a shell may be trusted to work.
+# only bootc, systemctl and what every bootc base has (sh, coreutils, sed,
+# grep): nothing else of the new image may be trusted to work.
 #
 # Files in $STRATA_BOOT_CHECK_DIR (default /var/lib/strata/boot-check, on
 # /var: shared by every deployment, never rolled back):

@@ -10,8 +10,9 @@
 // writes what it expects before the reboot (WriteExpect), says when it
 // verifies (MarkVerifying) and when the node is healthy (MarkHealthy);
 // the script leaves its verdict, which the daemon reports (Verdict). The
-// script is a shell script that uses only bootc, coreutils and
-// systemctl, so that it works whatever else the image broke. The test
+// script is a shell script that uses only bootc, systemctl and what
+// every bootc base has (coreutils, sed, grep), so that it works whatever
+// else the image broke; the daemon, a pod, need not be on the host. The test
 // simulator runs the same script, with its own bootc and systemctl on
 // PATH.
 package bootcheck
