@@ -69,6 +69,9 @@ type rig struct {
 	dir    string
 	root   *hostfs.Root
 	host   *fakeHost
+	// sim, when set, is the node's bootc and machine instead of host:
+	// the bootc simulator on a real ostree sysroot (sim_test.go).
+	sim    *simHost
 	client client.Client
 	clock  time.Time
 	d      *Daemon
@@ -161,6 +164,13 @@ func (r *rig) drains() []string {
 // newDaemon starts a daemon instance on the node's state, as a restart
 // or a reboot does.
 func (r *rig) newDaemon() *Daemon {
+	var host interface {
+		Bootc
+		Machine
+	} = r.host
+	if r.sim != nil {
+		host = r.sim
+	}
 	return &Daemon{
 		Client:    r.client,
 		Reader:    r.client,
@@ -168,8 +178,8 @@ func (r *rig) newDaemon() *Daemon {
 		Namespace: ns,
 		Root:      r.root,
 		StateDir:  filepath.Join(r.dir, "var/lib/strata"),
-		Bootc:     r.host,
-		Machine:   r.host,
+		Bootc:     host,
+		Machine:   host,
 		Now:       func() time.Time { return r.clock },
 		checkpoint: func(step string) error {
 			r.mu.Lock()
@@ -188,7 +198,11 @@ func (r *rig) restart() { r.d = r.newDaemon() }
 // reboot performs the reboot the daemon asked for and starts a new
 // daemon.
 func (r *rig) reboot() {
-	r.host.boot()
+	if r.sim != nil {
+		r.sim.boot()
+	} else {
+		r.host.boot()
+	}
 	r.restart()
 }
 
