@@ -63,12 +63,12 @@ var nodeSeq atomic.Int32
 // rig is one node: its Node object, host root, fake bootc host, clock
 // and the daemon instance currently running.
 type rig struct {
-	t      *testing.T
-	ctx    context.Context
-	name   string
-	dir    string
-	root   *hostfs.Root
-	host   *fakeHost
+	t    *testing.T
+	ctx  context.Context
+	name string
+	dir  string
+	root *hostfs.Root
+	host *fakeHost
 	// sim, when set, is the node's bootc and machine instead of host:
 	// the bootc simulator on a real ostree sysroot (sim_test.go).
 	sim    *simHost
