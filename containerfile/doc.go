@@ -16,6 +16,13 @@
 // epoch times, no user or group names, no implicit parent directories (the
 // base image's keep their modes).
 //
+// Every image's layer also carries what a managed node needs whatever
+// its configuration (fixed.go): bootc-fetch-apply-updates.timer masked,
+// as it would update and reboot the node without a drain, and the boot
+// check of package rollout/bootcheck, enabled, which rolls the node back
+// when no daemon reports it healthy. They win over the configuration's
+// entries at the same paths.
+//
 // The plan's node items are not in the image; they are part of the
 // Result, and of its input hash, for the daemon.
 //

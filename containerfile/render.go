@@ -138,7 +138,7 @@ func Render(in Input) (*Result, error) {
 		return nil, &nodeconfig.ValidationError{Errs: errs}
 	}
 
-	rootfs, err := writeRootfs(p.Entries)
+	rootfs, err := writeRootfs(fixedEntries(p.Entries))
 	if err != nil {
 		return nil, err
 	}

@@ -101,7 +101,7 @@ func TestDisableUnitWithContents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.Typeflag == tar.TypeSymlink {
+		if h.Typeflag == tar.TypeSymlink && strings.Contains(h.Name, "chronyd") {
 			t.Errorf("the layer links %s -> %s for a disabled unit", h.Name, h.Linkname)
 		}
 	}

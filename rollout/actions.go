@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/rollout/bootc"
+	"github.com/strata-dev/strata/rollout/bootcheck"
 )
 
 // perform does one action that decide chose. Actions that change the
@@ -40,6 +41,8 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		err = d.flush(ctx, s)
 	case actStage:
 		err = d.stage(ctx, s, image)
+	case actUnstage:
+		err = d.unstage(ctx, s, image)
 	case actRequestDrain:
 		drain := v1alpha1.DrainRequestPrefix + key
 		s.report(v1alpha1.DesiredDrainAnnotation, drain)
@@ -52,6 +55,12 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		s.skipped, err = d.writeItems(s)
 		s.itemsDone = err == nil
 	case actRecordReboot:
+		// The boot check learns what to expect first: a crash after it
+		// leaves a check of a boot that never comes, which the next
+		// recordReboot replaces.
+		if err = bootcheck.WriteExpect(bootcheck.Dir(d.StateDir), bootc.DigestOf(image), s.healthLimit); err != nil {
+			break
+		}
 		s.rec.Update = &UpdateRecord{Key: key, Image: image, Config: config, Phase: PhaseRebooting, BootID: s.bootID, Skipped: s.skipped}
 		err = SaveRecord(d.StateDir, s.rec)
 	case actReportRebooting:
@@ -76,8 +85,14 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		err = d.complete(ctx, s, u)
 	case actFailDidNotBoot:
 		booted := s.host.Status.Booted.PullSpec()
-		s.log.Info("The desired image did not boot", "booted", booted)
-		err = d.fail(s, u, "Verify", fmt.Sprintf("image %s did not boot: the node booted %s instead and keeps running it", u.Image, booted))
+		reason := fmt.Sprintf("image %s did not boot: the node booted %s instead and keeps running it", u.Image, booted)
+		// The node's boot check rolled it back: the daemon of that boot
+		// never reported it healthy.
+		if why := bootcheck.Verdict(bootcheck.Dir(d.StateDir), bootc.DigestOf(u.Image)); why != "" {
+			reason = fmt.Sprintf("image %s failed: %s; the node runs %s again", u.Image, why, booted)
+		}
+		s.log.Info("The desired image did not boot", "booted", booted, "reason", reason)
+		err = d.fail(s, u, "Verify", reason)
 	case actRecordRollback:
 		err = d.recordRollback(s, u)
 	case actRollback:
@@ -176,6 +191,31 @@ func (d *Daemon) stage(ctx context.Context, s *scope, image string) error {
 	return nil
 }
 
+// unstage replaces the image staged over the booted one, desired again,
+// by the desired one. bootc has no command that drops a staged
+// deployment but `bootc rollback`, which also queues the rollback
+// deployment; `bootc switch` to the booted image's digest stages a
+// deployment of what already runs (BOOTC.md), so that whatever reboots
+// the node next boots the desired image. A replaced update that had not
+// rebooted yet is forgotten first: its reboot will never come, and a
+// later boot must not be taken for it.
+func (d *Daemon) unstage(ctx context.Context, s *scope, image string) error {
+	if u := s.rec.Update; u != nil && u.Phase != PhaseFailed {
+		s.log.Info("Dropping the replaced update", "replacedImage", u.Image, "replacedConfig", u.Config)
+		s.rec.Update = nil
+		if err := SaveRecord(d.StateDir, s.rec); err != nil {
+			return err
+		}
+	}
+	replaced := s.host.Status.Staged.PullSpec()
+	s.log.Info("Replacing the staged image by the booted one, desired again", "staged", replaced)
+	if err := d.stage(ctx, s, image); err != nil {
+		return err
+	}
+	d.event(s, corev1.EventTypeNormal, "Unstaged", "Switch", "Replaced staged image %s by the booted image %s, desired again", replaced, image)
+	return nil
+}
+
 // reboot runs the reboot command. No action follows, in this process,
 // until RebootTimedOut.
 func (d *Daemon) reboot(ctx context.Context, s *scope) (Result, error) {
@@ -190,6 +230,11 @@ func (d *Daemon) reboot(ctx context.Context, s *scope) (Result, error) {
 }
 
 func (d *Daemon) startVerify(s *scope, u *UpdateRecord) error {
+	// The daemon runs and verifies this boot: the node's boot check
+	// leaves the verdict and the rollback to it.
+	if err := bootcheck.MarkVerifying(bootcheck.Dir(d.StateDir), bootc.DigestOf(u.Image)); err != nil {
+		return err
+	}
 	now := d.now().UTC()
 	u.Phase, u.VerifyStarted = PhaseVerifying, &now
 	if err := SaveRecord(d.StateDir, s.rec); err != nil {
@@ -219,6 +264,10 @@ func (d *Daemon) complete(ctx context.Context, s *scope, u *UpdateRecord) error 
 		if skipped, err = d.writeItems(s); err != nil {
 			return err
 		}
+	}
+	// Healthy: the node's boot check stands down.
+	if err := bootcheck.MarkHealthy(bootcheck.Dir(d.StateDir), bootc.DigestOf(u.Image)); err != nil {
+		return err
 	}
 	rec := s.rec
 	rec.CurrentConfig, rec.CurrentImage, rec.Skipped, rec.Update = u.Config, u.Image, skipped, nil

@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/rollout/bootc"
+	"github.com/strata-dev/strata/rollout/bootcheck"
 	"github.com/strata-dev/strata/rollout/hostfs"
 	"github.com/strata-dev/strata/test/testenv"
 )
@@ -61,12 +63,15 @@ var nodeSeq atomic.Int32
 // rig is one node: its Node object, host root, fake bootc host, clock
 // and the daemon instance currently running.
 type rig struct {
-	t      *testing.T
-	ctx    context.Context
-	name   string
-	dir    string
-	root   *hostfs.Root
-	host   *fakeHost
+	t    *testing.T
+	ctx  context.Context
+	name string
+	dir  string
+	root *hostfs.Root
+	host *fakeHost
+	// sim, when set, is the node's bootc and machine instead of host:
+	// the bootc simulator on a real ostree sysroot (sim_test.go).
+	sim    *simHost
 	client client.Client
 	clock  time.Time
 	d      *Daemon
@@ -159,6 +164,13 @@ func (r *rig) drains() []string {
 // newDaemon starts a daemon instance on the node's state, as a restart
 // or a reboot does.
 func (r *rig) newDaemon() *Daemon {
+	var host interface {
+		Bootc
+		Machine
+	} = r.host
+	if r.sim != nil {
+		host = r.sim
+	}
 	return &Daemon{
 		Client:    r.client,
 		Reader:    r.client,
@@ -166,8 +178,8 @@ func (r *rig) newDaemon() *Daemon {
 		Namespace: ns,
 		Root:      r.root,
 		StateDir:  filepath.Join(r.dir, "var/lib/strata"),
-		Bootc:     r.host,
-		Machine:   r.host,
+		Bootc:     host,
+		Machine:   host,
 		Now:       func() time.Time { return r.clock },
 		checkpoint: func(step string) error {
 			r.mu.Lock()
@@ -186,7 +198,11 @@ func (r *rig) restart() { r.d = r.newDaemon() }
 // reboot performs the reboot the daemon asked for and starts a new
 // daemon.
 func (r *rig) reboot() {
-	r.host.boot()
+	if r.sim != nil {
+		r.sim.boot()
+	} else {
+		r.host.boot()
+	}
 	r.restart()
 }
 
@@ -852,12 +868,15 @@ func TestMissingPullSecret(t *testing.T) {
 	}
 }
 
-// TestReplacedUpdateUncordons: an update replaced, after its drain, by a
-// config-only change of the image now booted does not leave the node
-// cordoned.
+// TestReplacedUpdateUncordons: an update replaced, after its drain and
+// its verification, by a config-only change of the image now booted does
+// not leave the node cordoned. The change that arrives while the node is
+// verified waits for the verdict (issue 20 point 5): the node, not
+// Ready, is not reported Done meanwhile.
 func TestReplacedUpdateUncordons(t *testing.T) {
 	r := newRig(t)
-	r.desire(newImage, r.renderedConfig("one"))
+	first := r.renderedConfig("one")
+	firstKey := r.desire(newImage, first)
 	r.sync()
 	r.applyDrain()
 	if !r.sync().Rebooting {
@@ -867,17 +886,120 @@ func TestReplacedUpdateUncordons(t *testing.T) {
 	r.setReady(false)
 	r.sync() // waiting for health
 	config := r.renderedConfig("two")
-	key := r.desire(newImage, config)
+	r.desire(newImage, config)
 	r.sync()
+	r.expectAnnotations(map[string]string{v1alpha1.StateAnnotation: v1alpha1.NodeStateWorking})
+	if u := r.record().Update; u == nil || u.Key != firstKey || u.Phase != PhaseVerifying {
+		t.Fatalf("the verification was dropped for the new desired pair: state file update %+v", u)
+	}
+	r.setReady(true)
+	r.converge()
 	r.expectAnnotations(map[string]string{
 		v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
 		v1alpha1.CurrentConfigAnnotation: config,
-		v1alpha1.DesiredDrainAnnotation:  v1alpha1.UncordonRequestPrefix + key,
+		v1alpha1.DesiredDrainAnnotation:  v1alpha1.UncordonRequestPrefix + firstKey,
 	})
 	if got := r.marker(); got != "two" {
 		t.Errorf("marker %q", got)
 	}
+	if rec := r.record(); rec.Update != nil || rec.CurrentConfig != config || rec.CurrentImage != newImage {
+		t.Errorf("state file %+v, want config %s on %s", rec, config, newImage)
+	}
 	r.expectCounts(counts{switches: 1, reboots: 1})
+}
+
+// TestRevertMidRollout (issue 20 point 5): desired set back to the booted
+// image while the new one is staged leaves nothing else staged before
+// the node is reported Done, so that the next reboot, for whatever
+// reason, boots the booted image and no image without a drain.
+func TestRevertMidRollout(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// upTo takes the update to newImage as far as the revert finds it.
+		upTo func(r *rig)
+	}{{
+		name: "staged, drain asked",
+		upTo: func(r *rig) { r.sync() },
+	}, {
+		name: "drained, reboot asked, not come",
+		upTo: func(r *rig) {
+			r.sync()
+			r.applyDrain()
+			if !r.sync().Rebooting {
+				r.t.Fatal("no reboot")
+			}
+			r.restart() // the reboot did not come; the daemon restarts
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			config := r.renderedConfig("one")
+			r.desire(newImage, config)
+			tc.upTo(r)
+			if r.host.staged != newImage {
+				t.Fatalf("staged %q before the revert", r.host.staged)
+			}
+			key := r.desire(original, config)
+			r.converge()
+			r.expectAnnotations(map[string]string{
+				v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
+				v1alpha1.CurrentConfigAnnotation: config,
+				v1alpha1.DesiredDrainAnnotation:  v1alpha1.UncordonRequestPrefix + key,
+			})
+			if staged := r.host.staged; staged != "" && staged != original {
+				t.Fatalf("reported Done with %q staged, desired %q", staged, original)
+			}
+			if u := r.record().Update; u != nil {
+				t.Errorf("state file keeps the replaced update %+v", u)
+			}
+			// An unrelated reboot boots the desired image, and the
+			// daemon takes it for no update.
+			r.reboot()
+			r.sync()
+			if r.host.booted != original {
+				t.Errorf("an unrelated reboot booted %q, want %q", r.host.booted, original)
+			}
+			r.expectAnnotations(map[string]string{
+				v1alpha1.StateAnnotation:        v1alpha1.NodeStateDone,
+				v1alpha1.CurrentImageAnnotation: original,
+				v1alpha1.ReasonAnnotation:       "",
+			})
+		})
+	}
+}
+
+// TestChangedWhileVerifying (issue 20 point 5): an unhealthy node whose
+// desired pair changes while it is verified is still rolled back once;
+// the new desired pair is acted on after the verdict.
+func TestChangedWhileVerifying(t *testing.T) {
+	r := newRig(t)
+	config := r.renderedConfig("one")
+	key := r.desire(newImage, config)
+	r.sync()
+	r.applyDrain()
+	if !r.sync().Rebooting {
+		t.Fatal("no reboot")
+	}
+	r.reboot()
+	r.host.failing[newImage[len(repo)+1:]] = "unit kubelet.service failed"
+	r.sync() // waiting for health
+	// The controller sets the node back to its original image.
+	r.desire(original, config)
+	r.sync()
+	if u := r.record().Update; u == nil || u.Key != key || u.Phase != PhaseVerifying {
+		t.Fatalf("the verification was dropped for the new desired pair: state file update %+v", u)
+	}
+	r.clock = r.clock.Add(2 * time.Minute)
+	r.converge()
+	r.expectCounts(counts{switches: 1, rollbacks: 1, reboots: 2})
+	if r.host.booted != original {
+		t.Errorf("booted %q, want %q", r.host.booted, original)
+	}
+	r.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
+		v1alpha1.CurrentImageAnnotation:  original,
+		v1alpha1.CurrentConfigAnnotation: config,
+	})
 }
 
 // TestInvalidDesired: a desired image that is not pinned by digest, or a
@@ -913,4 +1035,76 @@ func TestInvalidDesired(t *testing.T) {
 	if d := r.drains(); len(d) != 0 {
 		t.Errorf("drain requests %q", d)
 	}
+}
+
+// TestBootCheckHandshake (issue 20 point 9): before the reboot the daemon
+// tells the node's boot check what to expect and for how long; it says
+// when it verifies the boot and when the node is healthy.
+func TestBootCheckHandshake(t *testing.T) {
+	r := newRig(t)
+	r.desire(newImage, r.renderedConfig("one"))
+	r.sync()
+	r.applyDrain()
+	if !r.sync().Rebooting {
+		t.Fatal("no reboot")
+	}
+	dir := bootcheck.Dir(filepath.Join(r.dir, "var/lib/strata"))
+	digest := bootc.DigestOf(newImage)
+	if b, err := os.ReadFile(filepath.Join(dir, "expect")); err != nil || string(b) != "digest="+digest+"\ntimeout=60\n" {
+		t.Fatalf("boot check expect %q, %v", b, err)
+	}
+	r.reboot()
+	r.setReady(false)
+	r.sync()
+	if b, err := os.ReadFile(filepath.Join(dir, "verifying")); err != nil || strings.TrimSpace(string(b)) != digest {
+		t.Errorf("boot check verifying %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "healthy")); err == nil {
+		t.Error("marked healthy while not Ready")
+	}
+	r.setReady(true)
+	r.converge()
+	if b, err := os.ReadFile(filepath.Join(dir, "healthy")); err != nil || strings.TrimSpace(string(b)) != digest {
+		t.Errorf("boot check healthy %q, %v", b, err)
+	}
+}
+
+// TestBootCheckRolledBack (issue 20 point 9): an image whose daemon never
+// ran is rolled back by the node's boot check; the daemon, back on the
+// previous image, reports the node Degraded with the check's verdict.
+func TestBootCheckRolledBack(t *testing.T) {
+	r := newRig(t)
+	key := r.desire(newImage, r.renderedConfig("one"))
+	r.sync()
+	r.applyDrain()
+	if !r.sync().Rebooting {
+		t.Fatal("no reboot")
+	}
+	r.host.boot()
+	// No daemon runs on this boot. The boot check, past its timeout,
+	// leaves its verdict, rolls back and reboots (rollout/bootcheck).
+	dir := bootcheck.Dir(filepath.Join(r.dir, "var/lib/strata"))
+	const why = "boot check: image was not reported healthy by strata-daemon within 60s of its boot (the daemon never started verifying it); rolled back by the node's boot check"
+	writeFile(t, filepath.Join(dir, "verdict"), bootc.DigestOf(newImage)+" "+why+"\n")
+	if err := r.host.Rollback(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.reboot()
+	r.sync()
+	if r.host.booted != original {
+		t.Fatalf("booted %q", r.host.booted)
+	}
+	reason := r.ann(v1alpha1.ReasonAnnotation)
+	for _, want := range []string{newImage, why, original} {
+		if !strings.Contains(reason, want) {
+			t.Errorf("reason %q does not say %q", reason, want)
+		}
+	}
+	r.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:        v1alpha1.NodeStateDegraded,
+		v1alpha1.CurrentImageAnnotation: original,
+		v1alpha1.DesiredDrainAnnotation: v1alpha1.UncordonRequestPrefix + key,
+	})
+	// The daemon's own rollback does not run on top of the check's.
+	r.expectCounts(counts{switches: 1, rollbacks: 1, reboots: 1})
 }

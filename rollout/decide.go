@@ -38,6 +38,11 @@ const (
 	// actStage stages the desired image with `bootc switch`, while the
 	// workloads still run.
 	actStage action = "stage"
+	// actUnstage replaces another image staged over the booted one that is
+	// desired again (a revert mid-rollout) by the desired one: bootc has
+	// no unstage, and the next boot of any kind finalizes what is staged,
+	// without a drain. It drops the replaced update's record first.
+	actUnstage action = "unstage"
 	// actRequestDrain asks the controller for the drain.
 	actRequestDrain action = "requestDrain"
 	// actWaitForDrain waits for the controller to apply the drain.
@@ -152,7 +157,11 @@ func decide(o *observed, rec *Record) action {
 	key := UpdateKey(o.Image, o.Config)
 	want := bootc.DigestOf(o.Image)
 	u := rec.Update
-	if u != nil && u.Key != key {
+	// A verification runs to its verdict: a new desired pair that
+	// arrives once the update's reboot happened waits until the update
+	// is complete or rolled back, or the health check and the rollback
+	// of an image that may not work would be lost.
+	if u != nil && u.Key != key && !u.pastReboot(o.BootID) {
 		u = nil
 	}
 	// Nodes pull by digest only: with a tag, neither booted nor staged
@@ -186,9 +195,12 @@ func decide(o *observed, rec *Record) action {
 		}
 	}
 
-	// The image already booted: a config change only.
+	// The image already booted: a config change only, once nothing else
+	// is staged for the next boot.
 	if want == o.Booted {
 		switch {
+		case o.Staged != "" && o.Staged != want:
+			return actUnstage
 		case rec.CurrentConfig == o.Config && rec.CurrentImage == o.Image:
 			return actInSync
 		case o.ConfigCheck == configUnread:
@@ -220,6 +232,18 @@ func decide(o *observed, rec *Record) action {
 		return actWriteItems
 	}
 	return actRecordReboot
+}
+
+// pastReboot says whether the update's reboot happened (or its rollback
+// started), so that it must run to its verdict.
+func (u *UpdateRecord) pastReboot(bootID string) bool {
+	switch u.Phase {
+	case PhaseVerifying, PhaseRollingBack:
+		return true
+	case PhaseRebooting:
+		return u.BootID != bootID
+	}
+	return false
 }
 
 // reboot asks for the reboot recorded in u, once Rebooting (and, for a

@@ -36,6 +36,7 @@ func TestDecide(t *testing.T) {
 		}
 		rolledBackIssued = &Record{Update: &UpdateRecord{Key: key, Image: A, Config: cfg, Phase: PhaseRollingBack, BootID: "b1", RollbackIssued: true}}
 		onA              = &Record{CurrentImage: A, CurrentConfig: cfg}
+		onO              = &Record{CurrentImage: O, CurrentConfig: cfg}
 		none             = &Record{}
 	)
 	for _, tc := range []struct {
@@ -75,6 +76,20 @@ func TestDecide(t *testing.T) {
 		{"booted after the rollback", observed{Image: A, Config: cfg, Booted: dO, BootID: "b2"}, in(PhaseRollingBack), actFailRolledBack},
 		{"failed", observed{Image: A, Config: cfg, Booted: dO}, in(PhaseFailed), actReportFailed},
 		{"failed update replaced", observed{Image: A, Config: "rendered-2", Booted: dO}, in(PhaseFailed), actReadConfig},
+
+		// Issue 20 point 5: a revert leaves nothing else staged, and a
+		// verification runs to its verdict whatever is desired meanwhile.
+		{"reverted, another image staged", observed{Image: O, Config: cfg, Booted: dO, Staged: dA, State: working}, none, actUnstage},
+		{"reverted, config applied, another image staged", observed{Image: O, Config: cfg, Booted: dO, Staged: dA}, onO, actUnstage},
+		{"reverted before the asked reboot came", observed{Image: O, Config: cfg, Booted: dO, Staged: dA, State: rebooting, BootID: "b1"}, in(PhaseRebooting), actUnstage},
+		{"reverted, the booted image staged again", observed{Image: O, Config: cfg, Booted: dO, Staged: dO}, onO, actInSync},
+		{"changed after the reboot, not verifying yet", observed{Image: O, Config: cfg, Booted: dA, BootID: "b2"}, in(PhaseRebooting), actStartVerify},
+		{"changed while verifying: check health", observed{Image: O, Config: cfg, Booted: dA, BootID: "b2"}, in(PhaseVerifying), actCheckHealth},
+		{"changed while verifying: healthy", observed{Image: O, Config: cfg, Booted: dA, BootID: "b2", Health: healthy}, in(PhaseVerifying), actComplete},
+		{"changed while verifying: sick within timeout", observed{Image: A, Config: "rendered-2", Booted: dA, BootID: "b2", Health: sick, Now: t0.Add(time.Minute), HealthCheckTimeout: time.Hour}, in(PhaseVerifying), actWaitForHealth},
+		{"changed while verifying: sick past timeout", observed{Image: A, Config: "rendered-2", Booted: dA, BootID: "b2", Health: sick, Now: t0.Add(time.Hour), HealthCheckTimeout: time.Hour}, in(PhaseVerifying), actRecordRollback},
+		{"changed while rolling back", observed{Image: O, Config: cfg, Booted: dA, BootID: "b1"}, in(PhaseRollingBack), actRollback},
+		{"changed, booted after the rollback", observed{Image: O, Config: cfg, Booted: dO, BootID: "b2"}, in(PhaseRollingBack), actFailRolledBack},
 	} {
 		if got := decide(&tc.o, tc.rec); got != tc.want {
 			t.Errorf("%s: decide = %s, want %s", tc.situation, got, tc.want)

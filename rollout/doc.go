@@ -17,6 +17,7 @@
 //	-----------  ----------  ------------------------------------  ------------------
 //	(none)       any         no desired image                      idle
 //	(none)       any         desired image not by digest           reject -> failed
+//	(none)       any         desired image booted, another staged  unstage (switch to it)
 //	(none)       any         desired image booted, config not      readConfig,
 //	                         applied                               applyConfig, inSync
 //	(none)       Degraded    controller gave up on the drain       drainFailed (waits)
@@ -41,10 +42,25 @@
 //	failed       Degraded    same desired pair                     reportFailed (uncordon)
 //
 // A config change for the image the node runs takes no drain and no
-// reboot; a new desired pair starts over from (none), whatever the phase
-// of the last one. decide_test.go has one row per line of this table.
+// reboot. A node is Done only when nothing is staged but the desired
+// image: desired set back to the booted image while another one is
+// staged (a revert mid-rollout) first stages the booted image again, as
+// bootc has no unstage and any reboot boots what is staged. A new desired
+// pair starts over from (none), except that an update whose reboot
+// happened (rebooting from another boot id, verifying, rollingBack) runs
+// to its verdict first: complete, or rolled back and failed. Its health
+// check and rollback are never dropped for a newer pair. decide_test.go
+// has one row per line of this table.
 //
-// The sub-packages hold the host side: bootc runs the bootc command and
-// parses its status, hostfs writes files under the host root without
-// following any link out of it.
+// The node's boot check (package bootcheck, in every image Strata builds)
+// rolls the node back when no daemon verifies the boot: recordReboot
+// tells it the digest and the health check timeout, startVerify that the
+// daemon verifies the boot itself, complete that the node is healthy.
+// When the check rolled the node back, failDidNotBoot reports its
+// verdict as the reason.
+//
+// The sub-packages hold the host side: bootc runs the bootc command (each
+// verb with a timeout) and parses its status, bootcheck is the boot
+// check's script and files, hostfs writes files under the host root
+// without following any link out of it.
 package rollout

@@ -69,7 +69,7 @@ func (h *fakeHost) Status(context.Context) (*bootc.Host, error) {
 		"apiVersion": bootc.APIVersionV1,
 		"kind":       bootc.Kind,
 		"metadata":   map[string]any{"name": "host"},
-		"spec":       map[string]any{"image": map[string]any{"image": h.booted, "transport": "registry"}, "bootOrder": order},
+		"spec":       map[string]any{"image": map[string]any{"image": h.spec(), "transport": "registry"}, "bootOrder": order},
 		"status": map[string]any{
 			"booted":         statusEntry(h.booted),
 			"staged":         statusEntry(h.staged),
@@ -95,11 +95,24 @@ func (h *fakeHost) Switch(_ context.Context, image string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.switches++
-	if bootc.DigestOf(image) != bootc.DigestOf(h.booted) {
-		h.staged = image
+	// As bootc's: the spec is the staged image, else the booted one; a
+	// switch to another reference stages it, even the booted image's
+	// digest (a new deployment of what runs).
+	if image == h.spec() {
+		return nil
 	}
+	h.staged = image
 	h.rollbackQueued = false
 	return nil
+}
+
+// spec is the image bootc's spec names: the staged one, else the booted
+// one; h.mu is held.
+func (h *fakeHost) spec() string {
+	if h.staged != "" {
+		return h.staged
+	}
+	return h.booted
 }
 
 // Rollback toggles, as bootc's does, and drops a staged deployment.

@@ -37,6 +37,7 @@ type options struct {
 	rebootCommand string
 	healthCommand string
 	bootIDFile    string
+	bootcTimeouts bootc.Timeouts
 	stateDir      string
 	resync        time.Duration
 	metricsAddr   string
@@ -74,6 +75,9 @@ which survives reboots.`,
 	f.StringVar(&o.bootcCommand, "bootc-command", "bootc", "bootc command, split at white space (on a node from a pod: \"nsenter --target 1 --mount --pid -- bootc\")")
 	f.StringVar(&o.rebootCommand, "reboot-command", "nsenter --target 1 --mount --pid -- systemctl reboot", "reboot command, split at white space")
 	f.StringVar(&o.healthCommand, "health-check-command", "", "health check run after an update's reboot, split at white space; exit 0 means healthy (empty: only the Node's Ready condition counts)")
+	f.DurationVar(&o.bootcTimeouts.Status, "bootc-status-timeout", bootc.DefaultTimeouts.Status, "how long one bootc status may take")
+	f.DurationVar(&o.bootcTimeouts.Switch, "bootc-switch-timeout", bootc.DefaultTimeouts.Switch, "how long one bootc switch (the image's pull) may take")
+	f.DurationVar(&o.bootcTimeouts.Rollback, "bootc-rollback-timeout", bootc.DefaultTimeouts.Rollback, "how long one bootc rollback may take")
 	f.StringVar(&o.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding the id of the running boot")
 	f.StringVar(&o.stateDir, "state-dir", "", "directory of the daemon's state file (default <host-root>/var/lib/strata)")
 	f.DurationVar(&o.resync, "resync-period", rollout.DefaultResync, "how often to sync without a Node event")
@@ -99,6 +103,10 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("--bootc-command: %w", err)
 	}
+	if o.bootcTimeouts.Status <= 0 || o.bootcTimeouts.Switch <= 0 || o.bootcTimeouts.Rollback <= 0 {
+		return errors.New("--bootc-*-timeout must be positive")
+	}
+	bc.Timeouts = o.bootcTimeouts
 	reboot := strings.Fields(o.rebootCommand)
 	if len(reboot) == 0 {
 		return errors.New("--reboot-command is empty")

@@ -41,8 +41,10 @@ status)
 	printf '{"apiVersion":"org.containers.bootc/v1","kind":"BootcHost","metadata":{"name":"host"},"spec":{"image":null},"status":{"booted":%s,"staged":%s,"rollback":null,"rollbackQueued":false}}\n' \
 		"$(entry "$(cat "$d/booted")")" "$(entry "$(cat "$d/staged" 2>/dev/null)")" ;;
 switch)
-	echo "switch $4" >> "$d/calls"
-	echo "$4" > "$d/staged" ;;
+	# bootc switch --transport registry -- IMAGE
+	[ "$4" = "--" ] || { echo "no -- before the image: $*" >&2; exit 2; }
+	echo "switch $5" >> "$d/calls"
+	echo "$5" > "$d/staged" ;;
 *)
 	echo "unexpected: $*" >&2; exit 1 ;;
 esac

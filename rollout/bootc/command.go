@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"time"
 )
 
 // outputTail is how much of a failed command's output an error carries:
@@ -14,25 +15,56 @@ import (
 // annotation.
 const outputTail = 512
 
+// Timeouts bound each bootc verb. A bootc that hangs (a registry that
+// never answers, a sysroot lock never released) must not hold the node
+// in its update forever: the call fails, the reason says so, and the next
+// sync tries again.
+type Timeouts struct {
+	// Status bounds `bootc status`: local and quick.
+	Status time.Duration
+	// Switch bounds `bootc switch`, which pulls the whole image.
+	Switch time.Duration
+	// Rollback bounds `bootc rollback`: local, a boot loader update.
+	Rollback time.Duration
+}
+
+// DefaultTimeouts are generous for a node's bootc: a switch may pull
+// gigabytes over a slow link.
+var DefaultTimeouts = Timeouts{Status: 2 * time.Minute, Switch: time.Hour, Rollback: 5 * time.Minute}
+
+// waitDelay is how long a killed bootc's output pipes are waited for: a
+// child of an nsenter prefix may outlive the kill and hold them.
+const waitDelay = 10 * time.Second
+
 // Command runs bootc as Argv, a prefix such as ["bootc"] or ["nsenter",
 // "--target", "1", "--mount", "--pid", "--", "bootc"]. Children inherit
 // the daemon's environment.
 type Command struct {
 	Argv []string
+	// Timeouts bound each verb; a zero field takes DefaultTimeouts'.
+	Timeouts Timeouts
 }
 
-// NewCommand splits a command line at whitespace into a Command.
+// NewCommand splits a command line at whitespace into a Command with the
+// default timeouts.
 func NewCommand(line string) (*Command, error) {
 	argv := strings.Fields(line)
 	if len(argv) == 0 {
 		return nil, errors.New("empty bootc command")
 	}
-	return &Command{Argv: argv}, nil
+	return &Command{Argv: argv, Timeouts: DefaultTimeouts}, nil
+}
+
+func pick(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 // Status runs `bootc status --format=json`.
 func (c *Command) Status(ctx context.Context) (*Host, error) {
-	out, err := c.run(ctx, "status", "--format=json")
+	out, err := c.run(ctx, pick(c.Timeouts.Status, DefaultTimeouts.Status), "status", "--format=json")
 	if err != nil {
 		return nil, err
 	}
@@ -40,24 +72,31 @@ func (c *Command) Status(ctx context.Context) (*Host, error) {
 }
 
 // Switch stages image as the next boot without rebooting. Switching to
-// the image already in use succeeds and changes nothing.
+// the image already in use succeeds and changes nothing. The image comes
+// after "--", so that no reference can be taken for an option.
 func (c *Command) Switch(ctx context.Context, image string) error {
-	_, err := c.run(ctx, "switch", "--transport", "registry", image)
+	_, err := c.run(ctx, pick(c.Timeouts.Switch, DefaultTimeouts.Switch), "switch", "--transport", "registry", "--", image)
 	return err
 }
 
 // Rollback makes the rollback deployment the next boot.
 func (c *Command) Rollback(ctx context.Context) error {
-	_, err := c.run(ctx, "rollback")
+	_, err := c.run(ctx, pick(c.Timeouts.Rollback, DefaultTimeouts.Rollback), "rollback")
 	return err
 }
 
-func (c *Command) run(ctx context.Context, args ...string) ([]byte, error) {
+func (c *Command) run(ctx context.Context, timeout time.Duration, args ...string) ([]byte, error) {
 	argv := append(append([]string(nil), c.Argv...), args...)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.WaitDelay = waitDelay
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("bootc %s: timed out after %s", args[0], timeout)
+		}
 		msg := Tail(stderr.String(), outputTail)
 		if msg == "" {
 			msg = Tail(stdout.String(), outputTail)

@@ -177,7 +177,7 @@ esac
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"--global status --format=json", "--global switch --transport registry 127.0.0.1:5000/os@sha256:ab", "--global rollback"}
+	want := []string{"--global status --format=json", "--global switch --transport registry -- 127.0.0.1:5000/os@sha256:ab", "--global rollback"}
 	if got := strings.Split(strings.TrimSpace(string(calls)), "\n"); !reflect.DeepEqual(got, want) {
 		t.Errorf("calls %q, want %q", got, want)
 	}

@@ -17,6 +17,14 @@
 // `bootc-sim sim reboot` (the staged deployment is booted, with a new boot
 // id), makes the Node Ready again and starts the daemon again.
 //
+// At every boot the harness also does what systemd does for Strata: when
+// the booted image enables the boot check (rollout/bootcheck), it runs the
+// image's own script, with bootc-sim as bootc and a systemctl whose
+// reboot is the same reboot request. An image with KubeletBrokenFile in
+// its /etc broke the kubelet: the Node stays NotReady and the daemon, a
+// pod on a real node, does not start, so only the boot check can bring
+// the node back.
+//
 // Typical use in a spec:
 //
 //	sim, err := simnode.New(ctx, simnode.Config{

@@ -26,6 +26,8 @@ type node struct {
 	// KillDaemon during a reboot waits for the reboot to end.
 	mu     sync.Mutex
 	daemon *daemonProc // nil: not running
+	// bootCheck is the boot check of the running boot; nil: none.
+	bootCheck *daemonProc
 }
 
 // daemonProc is one run of a node's strata-daemon.
@@ -150,24 +152,34 @@ func (c *Cluster) startDaemon(nd *node) error {
 // is held.
 func (c *Cluster) killDaemon(nd *node) error {
 	p := nd.daemon
-	if p == nil {
-		return nil
-	}
 	nd.daemon = nil
-	if exited(p) {
+	return c.kill(nd, p, "daemon")
+}
+
+// killBootCheck ends the running boot's boot check, as a reboot does;
+// nd.mu is held.
+func (c *Cluster) killBootCheck(nd *node) error {
+	p := nd.bootCheck
+	nd.bootCheck = nil
+	return c.kill(nd, p, "boot check")
+}
+
+// kill SIGKILLs p's process group and waits for it.
+func (c *Cluster) kill(nd *node, p *daemonProc, what string) error {
+	if p == nil || exited(p) {
 		return nil
 	}
 	p.killed.Store(true)
 	pid := p.cmd.Process.Pid
 	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("simnode: kill the daemon of %s: %w", nd.name, err)
+		return fmt.Errorf("simnode: kill the %s of %s: %w", what, nd.name, err)
 	}
 	select {
 	case <-p.done:
 	case <-time.After(c.cfg.Timeout):
-		return fmt.Errorf("simnode: the daemon of %s (pid %d) did not exit after SIGKILL", nd.name, pid)
+		return fmt.Errorf("simnode: the %s of %s (pid %d) did not exit after SIGKILL", what, nd.name, pid)
 	}
-	c.logf(nd, "daemon killed (pid %d)", pid)
+	c.logf(nd, "%s killed (pid %d)", what, pid)
 	return nil
 }
 
@@ -234,6 +246,9 @@ func (c *Cluster) reboot(ctx context.Context, nd *node) error {
 	if err := c.killDaemon(nd); err != nil {
 		return err
 	}
+	if err := c.killBootCheck(nd); err != nil {
+		return err
+	}
 	if err := c.setReady(ctx, nd.name, false, ""); err != nil {
 		return err
 	}
@@ -247,6 +262,18 @@ func (c *Cluster) reboot(ctx context.Context, nd *node) error {
 	if err != nil {
 		return err
 	}
+	n := nd.reboots.Add(1)
+	// systemd starts the boot check with the boot, whatever the kubelet
+	// does.
+	if err := c.startBootCheck(nd); err != nil {
+		return err
+	}
+	if !kubeletWorks(nd.root) {
+		// The node stays NotReady and no pod, the daemon's included,
+		// starts; only a reboot (the boot check's) changes that.
+		c.logf(nd, "rebooted (reboot %d, boot id %s) in %s; the image broke the kubelet (%s): NotReady, no daemon", n, bootID, time.Since(start).Round(time.Millisecond), KubeletBrokenFile)
+		return nil
+	}
 	if err := c.setReady(ctx, nd.name, true, bootID); err != nil {
 		return err
 	}
@@ -256,7 +283,6 @@ func (c *Cluster) reboot(ctx context.Context, nd *node) error {
 	if err := c.startDaemon(nd); err != nil {
 		return err
 	}
-	n := nd.reboots.Add(1)
 	c.logf(nd, "rebooted (reboot %d, boot id %s) in %s", n, bootID, time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -100,6 +100,11 @@ type Cluster struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// shimDir holds the bootc and systemctl of boot-time processes.
+	shimOnce sync.Once
+	shimDir  string
+	shimErr  error
+
 	mu      sync.Mutex
 	nodes   map[string]*node
 	order   []string
@@ -222,6 +227,12 @@ func (c *Cluster) AddNodes(ctx context.Context, n int, labels map[string]string)
 
 	names := make([]string, 0, len(added))
 	for _, nd := range added {
+		nd.mu.Lock()
+		err := c.startBootCheck(nd)
+		nd.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
 		if err := c.StartDaemon(nd.name); err != nil {
 			return nil, err
 		}
@@ -356,6 +367,9 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	for _, nd := range nodes {
 		nd.mu.Lock()
 		if err := c.killDaemon(nd); err != nil {
+			errs = append(errs, err)
+		}
+		if err := c.killBootCheck(nd); err != nil {
 			errs = append(errs, err)
 		}
 		nd.mu.Unlock()

@@ -248,7 +248,9 @@ func TestCommandLine(t *testing.T) {
 	if out := mustCLI(t, "switch", "--transport", "registry", "--retain", ref2); !strings.Contains(out, "Queued for next boot: "+ref2) {
 		t.Fatalf("switch printed %q", out)
 	}
-	if out := mustCLI(t, "switch", "--transport", "registry", ref2); strings.TrimSpace(out) != "Image specification is unchanged." {
+	// The daemon ends the options with "--", as clap (bootc's parser)
+	// and cobra both take it.
+	if out := mustCLI(t, "switch", "--transport", "registry", "--", ref2); strings.TrimSpace(out) != "Image specification is unchanged." {
 		t.Fatalf("second switch printed %q", out)
 	}
 	h = decodeStrict(t, []byte(mustCLI(t, "status", "--format=json")))

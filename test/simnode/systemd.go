@@ -1,0 +1,100 @@
+package simnode
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/strata-dev/strata/rollout/bootcheck"
+)
+
+// KubeletBrokenFile, in the booted deployment's /etc, stands for an image
+// that breaks the node's kubelet: the simulated node then stays NotReady
+// after its boot and its daemon, a pod, never starts. An e2e puts it
+// into an image with a MachineConfig, as a bad configuration would break
+// a real kubelet.
+const KubeletBrokenFile = "/etc/strata-sim/kubelet-broken"
+
+// What a real node's systemd does at boot, for what a simulated node
+// needs of it: the units of the booted image that Strata relies on (the
+// boot check, when the image enables it) and the kubelet.
+
+// kubeletWorks says whether the booted image leaves the kubelet working.
+func kubeletWorks(root string) bool {
+	_, err := os.Lstat(filepath.Join(root, KubeletBrokenFile))
+	return errors.Is(err, os.ErrNotExist)
+}
+
+// bootCheckEnabled says whether the booted image enables the boot check,
+// as systemd would find it: the wants link and the script.
+func bootCheckEnabled(root string) bool {
+	if _, err := os.Lstat(filepath.Join(root, bootcheck.WantsPath)); err != nil {
+		return false
+	}
+	fi, err := os.Stat(filepath.Join(root, bootcheck.ScriptPath))
+	return err == nil && fi.Mode()&0o111 != 0
+}
+
+// shims writes, once, the bootc and systemctl that the node's boot-time
+// processes find on PATH: bootc is bootc-sim on the node's root (the
+// environment names it), `systemctl reboot` asks the harness for the
+// reboot, as the daemon's reboot command does. Anything else systemctl
+// is asked fails: the simulator does not have it.
+func (c *Cluster) shims() (string, error) {
+	c.shimOnce.Do(func() {
+		dir := filepath.Join(c.cfg.Dir, ".systemd-bin")
+		c.shimErr = os.MkdirAll(dir, 0o755)
+		q := "'" + strings.ReplaceAll(c.cfg.BootcSim, "'", `'\''`) + "'"
+		for name, body := range map[string]string{
+			"bootc":     "exec " + q + " \"$@\"\n",
+			"systemctl": "case \"$*\" in\nreboot) exec " + q + " sim request-reboot ;;\nesac\necho \"simulated systemctl: $* is not simulated\" >&2\nexit 1\n",
+		} {
+			if c.shimErr == nil {
+				c.shimErr = os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body), 0o755)
+			}
+		}
+		c.shimDir = dir
+	})
+	return c.shimDir, c.shimErr
+}
+
+// startBootCheck runs the booted image's boot check, as its unit would,
+// when the image enables it; nd.mu is held. It runs the image's own
+// script, with the node's state directory and a 1 s poll.
+func (c *Cluster) startBootCheck(nd *node) error {
+	if !bootCheckEnabled(nd.root) {
+		return nil
+	}
+	bin, err := c.shims()
+	if err != nil {
+		return fmt.Errorf("simnode: %w", err)
+	}
+	cmd := exec.Command(filepath.Join(nd.root, bootcheck.ScriptPath))
+	cmd.Env = append(c.env(nd),
+		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		bootcheck.DirEnv+"="+bootcheck.Dir(filepath.Join(nd.root, "var", "lib", "strata")),
+		bootcheck.PollEnv+"=1")
+	cmd.Dir = nd.root
+	cmd.Stdout, cmd.Stderr = nd.logs, nd.logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = 5 * time.Second
+	if err := c.spawner.start(cmd); err != nil {
+		return fmt.Errorf("simnode: start the boot check of %s: %w", nd.name, err)
+	}
+	p := &daemonProc{cmd: cmd, done: make(chan struct{})}
+	nd.bootCheck = p
+	c.logf(nd, "boot check started (pid %d)", cmd.Process.Pid)
+	go func() {
+		err := cmd.Wait()
+		close(p.done)
+		if !p.killed.Load() {
+			c.logf(nd, "boot check exited: %v", err)
+		}
+	}()
+	return nil
+}
