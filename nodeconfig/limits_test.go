@@ -38,13 +38,13 @@ func gzipFiles(sources ...string) string {
 	return ign35(`"storage":{"files":[` + strings.Join(files, ",") + `]}`)
 }
 
-// TestContentLimitStopsDecoding: sixteen files of 33 MiB each, under a
-// megabyte of gzip data together, would decode to over half a GiB. The
-// walk stops at the file that passes MaxContentSize, names it, and
-// decodes nothing after it.
+// TestContentLimitStopsDecoding: sixty-four files each over half of
+// MaxContentSize, under a megabyte of gzip data together, would decode to
+// over 300 MiB. The walk stops at the file that passes MaxContentSize,
+// names it, and decodes nothing after it.
 func TestContentLimitStopsDecoding(t *testing.T) {
-	src := gzipZeros(t, 33<<20)
-	sources := make([]string, 16)
+	src := gzipZeros(t, MaxContentSize/2+1<<20)
+	sources := make([]string, 64)
 	for i := range sources {
 		sources[i] = src
 	}
@@ -73,7 +73,7 @@ func TestContentLimitStopsDecoding(t *testing.T) {
 	}
 	t.Logf("validation allocated %d MiB", (after.TotalAlloc-before.TotalAlloc)>>20)
 	// Two files decoded, each read into a growing buffer: a few times the
-	// limit at most. Decoding all sixteen would allocate over a GiB.
+	// limit at most. Decoding all sixty-four would allocate over 600 MiB.
 	if got := after.TotalAlloc - before.TotalAlloc; got > 4*MaxContentSize {
 		t.Errorf("validation allocated %d MiB; it must stop decoding at the limit (%d MiB)", got>>20, MaxContentSize>>20)
 	}
@@ -100,5 +100,25 @@ func TestContentLimitIsExact(t *testing.T) {
 	errs := ValidateMachineConfigSpec(over, field.NewPath("spec"))
 	if len(errs) != 1 || errs[0].Field != "spec.config.storage.files[1].append[0]" || errs[0].Type != field.ErrorTypeTooLong {
 		t.Errorf("one byte over MaxContentSize: %v, want Too long at spec.config.storage.files[1].append[0]", errs)
+	}
+}
+
+// TestIssueInputIsRefused: the 80 KB MachineConfig of issue 20, 60 MiB
+// of gzipped zeros in one file, took the controller past its memory limit
+// (four builds at once held several copies of it). Real configs decode to
+// kilobytes; it is refused at the file, with the limit.
+func TestIssueInputIsRefused(t *testing.T) {
+	s := spec(gzipFiles(gzipZeros(t, 60<<20)))
+	if n := len(s.Config.Raw); n > 100<<10 {
+		t.Fatalf("setup: the config is %d bytes, want about 80 KB", n)
+	}
+	errs := ValidateMachineConfigSpec(s, field.NewPath("spec"))
+	if len(errs) != 1 || errs[0].Type != field.ErrorTypeTooLong || errs[0].Field != "spec.config.storage.files[0].contents" {
+		t.Fatalf("errors %v, want Too long at spec.config.storage.files[0].contents", errs)
+	}
+	for _, want := range []string{"8388608 bytes", "8 MiB", "containerFile"} {
+		if !strings.Contains(errs[0].Error(), want) {
+			t.Errorf("error %q does not say %q", errs[0], want)
+		}
 	}
 }
