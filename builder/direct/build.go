@@ -111,13 +111,13 @@ func Build(ctx context.Context, req Request) (*Result, error) {
 	}
 
 	start := time.Now()
-	data, err := completeFor(baseRef, base, req.Layer, req.Cache)
+	src, err := completeFor(baseRef, base, req.Layer, req.Cache)
 	if err != nil {
 		return nil, err
 	}
-	layer, err := newConfigLayer(data, layerType)
+	layer, err := newConfigLayer(src, layerType)
 	if err != nil {
-		return nil, &StageError{Stage: StageLayer, Err: err}
+		return nil, err
 	}
 	res := &Result{Layer: layer.digest, LayerTime: time.Since(start)}
 
@@ -178,7 +178,7 @@ func readBase(ref name.Reference, p v1.Platform, opts []remote.Option) (v1.Image
 
 // completeFor completes layer for base, reading the base's layers only
 // for what cache does not know.
-func completeFor(ref name.Reference, base v1.Image, layer []byte, cache *BaseCache) ([]byte, error) {
+func completeFor(ref name.Reference, base v1.Image, layer []byte, cache *BaseCache) (*completed, error) {
 	digest, err := base.Digest()
 	if err != nil {
 		return nil, stageErr(StageBase, "read base image %s: %w", ref, err)
