@@ -122,3 +122,70 @@ func TestIssueInputIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodingAllocatesTheContentOnce: gzip content is read into a buffer
+// of the size its trailer gives, not a growing one, which allocated about
+// twice the content; four builds at once each decode up to the limit.
+func TestDecodingAllocatesTheContentOnce(t *testing.T) {
+	const size = MaxContentSize * 3 / 4
+	s := spec(gzipFiles(gzipZeros(t, size)))
+	if _, err := ParseIgnition(s.Config.Raw); err != nil {
+		t.Fatal(err) // parsed (and cached) outside the measurement
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	errs := ValidateMachineConfigSpec(s, field.NewPath("spec"))
+	runtime.ReadMemStats(&after)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got := after.TotalAlloc - before.TotalAlloc
+	t.Logf("validating %d MiB of gzipped content allocated %.1f MiB", size>>20, float64(got)/(1<<20))
+	if got > size*5/4 {
+		t.Errorf("validation allocated %.1f MiB for %d MiB of content, want at most 1.25 times the content", float64(got)/(1<<20), size>>20)
+	}
+}
+
+// TestGunzipHintIsOnlyAHint: a trailer that lies (a second gzip member,
+// or a forged length) changes what is allocated, never what is decoded
+// or the limit.
+func TestGunzipHintIsOnlyAHint(t *testing.T) {
+	content := bytes.Repeat([]byte("strata "), 10000)
+	for _, c := range []struct {
+		name        string
+		hint, limit int64
+		want        int
+	}{
+		{"exact", int64(len(content)), 1 << 20, len(content)},
+		{"short", 10, 1 << 20, len(content)},
+		{"long", 1 << 40, 1 << 20, len(content)},
+		{"over the limit", int64(len(content)), 1000, 1001},
+		{"short, over the limit", 0, 1000, 1001},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var b bytes.Buffer
+			zw := gzip.NewWriter(&b)
+			if _, err := zw.Write(content); err != nil {
+				t.Fatal(err)
+			}
+			if err := zw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			zr, err := gzip.NewReader(&b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := gunzip(zr, c.hint, c.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != c.want || !bytes.Equal(got, content[:c.want]) {
+				t.Errorf("decoded %d bytes, want the first %d of the content", len(got), c.want)
+			}
+			if int64(cap(got)) > max(c.limit+1, 2*int64(len(content))) {
+				t.Errorf("buffer of %d bytes for %d of content and a limit of %d", cap(got), len(content), c.limit)
+			}
+		})
+	}
+}
