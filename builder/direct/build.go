@@ -104,6 +104,18 @@ func Build(ctx context.Context, req Request) (*Result, error) {
 	if req.Transport != nil {
 		common = append(common, remote.WithTransport(req.Transport))
 	}
+	// Reading the base and making the layer hold the most memory: only
+	// MaxConcurrentBuilds do it at once.
+	release, err := acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	held := true
+	defer func() {
+		if held {
+			release()
+		}
+	}()
 	base, layerType, err := readBase(baseRef, req.Platform,
 		slices.Concat(common, []remote.Option{remote.WithAuthFromKeychain(keychain(req.BaseKeychain)), remote.WithPlatform(platform(req.Platform))}))
 	if err != nil {
@@ -128,6 +140,8 @@ func Build(ctx context.Context, req Request) (*Result, error) {
 	if res.Digest, err = img.Digest(); err != nil {
 		return nil, stageErr(StagePush, "compute the image digest: %w", err)
 	}
+	release()
+	held = false
 
 	start = time.Now()
 	if err := remote.Write(targetRef, img, slices.Concat(common, []remote.Option{remote.WithAuthFromKeychain(keychain(req.PushKeychain))})...); err != nil {
@@ -162,6 +176,16 @@ func readBase(ref name.Reference, p v1.Platform, opts []remote.Option) (v1.Image
 		layerType = types.OCILayer
 	default:
 		return nil, "", stageErr(StageBase, "base image %s has a %s manifest; want a Docker v2 schema 2 or OCI image manifest", ref, mt)
+	}
+	// The config is read whole, parsed and written again with the new
+	// layer: its size is bounded before it is read.
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, "", stageErr(StageBase, "read base image %s: %w", ref, explain(err, ref.Context().RegistryStr()))
+	}
+	if m.Config.Size < 0 || m.Config.Size > MaxBaseConfigSize {
+		return nil, "", stageErr(StageBase, "base image %s has a config of %d bytes; a base image's config may have at most %d bytes (%d KiB)",
+			ref, m.Config.Size, MaxBaseConfigSize, MaxBaseConfigSize>>10)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {

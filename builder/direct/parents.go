@@ -13,7 +13,6 @@ import (
 	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
 // Completing the layer (see the package comment): a layer made outside a
@@ -429,17 +428,63 @@ func parentHeader(d string, base *tar.Header) *tar.Header {
 }
 
 // readBaseTree reads what base has at the paths in need into tree: the
-// file system its layers make (mutate.Extract: the topmost entry of each
-// path, whiteouts applied), read from the top layer down and only as far
-// as it takes to find every path. A path not found is absent; so is a
-// relative symlink that climbs above the root, which mutate.Extract drops
-// (a build would clamp it at the root).
+// file system its layers make, as mutate.Extract makes it (the topmost
+// entry of each path; a whiteout, or a non-directory, hides the path and
+// what is under it in the layers below), read from the top layer down and
+// only as far as it takes to find every path. A path not found is absent;
+// so is a relative symlink that climbs above the root, which
+// mutate.Extract drops (a build would clamp it at the root).
+//
+// mutate.Extract remembers every path it has passed, which for a base of
+// millions of entries is hundreds of MiB; only the paths asked for and
+// their parents can hide or be what is asked for, so only they are
+// remembered. At most MaxBaseEntries entries are read.
 func readBaseTree(base v1.Image, need map[string]bool, tree map[string]treeEntry) error {
-	rc := mutate.Extract(base)
+	relevant := map[string]bool{}
+	for p := range need {
+		for d := p; d != "" && !relevant[d]; d = parentOf(d) {
+			relevant[d] = true
+		}
+	}
+	layers, err := base.Layers()
+	if err != nil {
+		return err
+	}
+	r := &treeReader{relevant: relevant, left: maps.Clone(need), hides: map[string]bool{}, opaque: map[string]bool{}, tree: tree}
+	for i := len(layers) - 1; i >= 0 && len(r.left) > 0; i-- {
+		if err := r.layer(layers[i]); err != nil {
+			return err
+		}
+	}
+	for p := range r.left {
+		tree[p] = treeEntry{kind: kindAbsent}
+	}
+	return nil
+}
+
+// treeReader is one readBaseTree: the paths that matter, those still to
+// find, and for each path that matters already seen in a higher layer,
+// whether it hides what is under it in lower layers (mutate.Extract's
+// fileMap), and the directories whose lower layers' contents are hidden
+// (opaque; "" is the root).
+type treeReader struct {
+	relevant, left, hides, opaque map[string]bool
+	tree                          map[string]treeEntry
+	entries                       int
+}
+
+// layer reads one layer's entries, until every path is found, with
+// mutate.Extract's rules.
+func (r *treeReader) layer(l v1.Layer) error {
+	rc, err := l.Uncompressed()
+	if err != nil {
+		return err
+	}
 	defer rc.Close()
+	// Opaque markers hide only lower layers' entries.
+	opaque := map[string]bool{}
 	tr := tar.NewReader(rc)
-	left := maps.Clone(need)
-	for len(left) > 0 {
+	for len(r.left) > 0 {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -447,24 +492,74 @@ func readBaseTree(base v1.Image, need map[string]bool, tree map[string]treeEntry
 		if err != nil {
 			return err
 		}
-		p := clean(h.Name)
-		if !left[p] {
+		if r.entries++; r.entries > maxBaseEntries {
+			return tooManyEntries()
+		}
+		name := path.Clean(h.Name)
+		if escapes(name) {
+			return fmt.Errorf("unsafe tar path %q", h.Name)
+		}
+		if (h.Typeflag == tar.TypeSymlink || h.Typeflag == tar.TypeLink) && !path.IsAbs(h.Linkname) &&
+			escapes(path.Join(path.Dir(name), h.Linkname)) {
+			continue // mutate.Extract drops it
+		}
+		base := path.Base(name)
+		if base == ".wh..wh..opq" {
+			if d := clean(path.Dir(name)); d == "" || r.relevant[d] {
+				opaque[d] = true
+			}
 			continue
 		}
-		delete(left, p)
-		switch h.Typeflag {
-		case tar.TypeDir:
-			tree[p] = treeEntry{kind: tar.TypeDir, dir: h}
-		case tar.TypeSymlink:
-			tree[p] = treeEntry{kind: tar.TypeSymlink, target: h.Linkname}
+		// The path an entry is about: a whiteout's is the path it removes.
+		tombstone := strings.HasPrefix(base, ".wh.")
+		if tombstone {
+			name = path.Join(path.Dir(name), strings.TrimPrefix(base, ".wh."))
+		}
+		p := clean(name)
+		if !r.relevant[p] {
+			continue
+		}
+		if _, ok := r.hides[p]; (ok && !tombstone) || r.hidden(p) {
+			continue
+		}
+		r.hides[p] = tombstone || h.Typeflag != tar.TypeDir
+		if !r.left[p] {
+			continue
+		}
+		delete(r.left, p)
+		switch {
+		case tombstone:
+			r.tree[p] = treeEntry{kind: kindAbsent}
+		case h.Typeflag == tar.TypeDir:
+			r.tree[p] = treeEntry{kind: tar.TypeDir, dir: h}
+		case h.Typeflag == tar.TypeSymlink:
+			r.tree[p] = treeEntry{kind: tar.TypeSymlink, target: h.Linkname}
 		default:
-			tree[p] = treeEntry{kind: kindOther}
+			r.tree[p] = treeEntry{kind: kindOther}
 		}
 	}
-	for p := range left {
-		tree[p] = treeEntry{kind: kindAbsent}
+	maps.Copy(r.opaque, opaque)
+	if len(r.left) > 0 {
+		// Read to the end, so that the layer's digest is verified.
+		if _, err := io.Copy(io.Discard, rc); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// hidden says whether a higher layer hid a parent of p, by a whiteout, a
+// non-directory or an opaque marker.
+func (r *treeReader) hidden(p string) bool {
+	if r.opaque[""] {
+		return true
+	}
+	for d := parentOf(p); d != ""; d = parentOf(d) {
+		if r.hides[d] || r.opaque[d] {
+			return true
+		}
+	}
+	return false
 }
 
 // escapes says whether a tar name goes above the root, which no runtime
