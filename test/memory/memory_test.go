@@ -25,6 +25,7 @@ import (
 	"github.com/strata-dev/strata/builder/direct"
 	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/nodeconfig"
+	"github.com/strata-dev/strata/sbom"
 	"github.com/strata-dev/strata/test/testregistry"
 )
 
@@ -255,7 +256,8 @@ func child(j string) int {
 }
 
 // build is one build as the controllers make it: the render controller's
-// validation, the build controller's render and its configuration layer.
+// validation, the build controller's render, its configuration layer and
+// the image's SBOM.
 // It returns the refusal of an invalid config.
 func build(jb job, i int, path string, cache *direct.BaseCache) (string, error) {
 	raw, err := os.ReadFile(path)
@@ -276,16 +278,27 @@ func build(jb job, i int, path string, cache *direct.BaseCache) (string, error) 
 	if err != nil {
 		return "", fmt.Errorf("render %d: %w", i, err)
 	}
-	if _, err := direct.Build(context.Background(), direct.Request{
+	repo := fmt.Sprintf("%s/memory/build-%d", jb.Registry, i)
+	built, err := direct.Build(context.Background(), direct.Request{
 		Base:      jb.Base,
 		Layer:     res.Stages.Layer,
 		Labels:    res.Labels,
 		CreatedBy: "strata: memory test",
-		Target:    fmt.Sprintf("%s/memory/build-%d:latest", jb.Registry, i),
+		Target:    repo + ":latest",
 		Insecure:  []string{jb.Registry},
 		Cache:     cache,
-	}); err != nil {
+	})
+	if err != nil {
 		return "", fmt.Errorf("build %d: %w", i, err)
+	}
+	// The build controller then attaches the image's SBOM, made from the
+	// same layer.
+	if _, err := sbom.Generate(sbom.Input{
+		Image: repo, ImageDigest: built.Digest.String(), BaseImage: jb.Base,
+		Pool: "worker", RenderedConfig: fmt.Sprintf("rendered-worker-%d", i), InputHash: res.InputHash,
+		Layer: res.Stages.Layer, Spec: &spec,
+	}); err != nil {
+		return "", fmt.Errorf("SBOM %d: %w", i, err)
 	}
 	return "", nil
 }
