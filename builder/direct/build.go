@@ -100,10 +100,11 @@ func Build(ctx context.Context, req Request) (*Result, error) {
 		return nil, stageErr(StagePush, "target %s is not a tag (registry/repo:tag)", req.Target)
 	}
 
-	common := []remote.Option{remote.WithContext(ctx), remote.WithUserAgent(userAgent)}
+	rt := remote.DefaultTransport
 	if req.Transport != nil {
-		common = append(common, remote.WithTransport(req.Transport))
+		rt = req.Transport
 	}
+	common := []remote.Option{remote.WithContext(ctx), remote.WithUserAgent(userAgent), remote.WithTransport(limitManifests{inner: rt})}
 	// Reading the base and making the layer hold the most memory: only
 	// MaxConcurrentBuilds do it at once.
 	release, err := acquire(ctx)

@@ -49,7 +49,8 @@
 // given tar, and only the compressed layer is held. Reading a base's tree
 // remembers only the paths on the way to the layer's entries, and reads
 // at most MaxBaseEntries entries; a base's config larger than
-// MaxBaseConfigSize is refused before it is downloaded. At most
+// MaxBaseConfigSize is refused before it is downloaded, and a manifest
+// larger than MaxManifestSize as it is read. At most
 // MaxConcurrentBuilds Builds of a process read their bases and make their
 // layers at once; the others wait, within their contexts.
 //

@@ -3,6 +3,9 @@ package direct
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 )
 
 // What one Build may hold, and how many hold it at once. The build
@@ -17,6 +20,11 @@ const (
 	// streams, and a first push to another registry may copy a base's
 	// layers for minutes.
 	MaxConcurrentBuilds = 2
+	// MaxManifestSize bounds each manifest (the base's, and its index's)
+	// Build reads: go-containerregistry reads up to 100 MiB of one into
+	// memory. Registries need accept no more than 4 MiB (the OCI
+	// distribution spec), and distribution refuses more.
+	MaxManifestSize = 4 << 20
 	// MaxBaseConfigSize bounds the base image's config blob, which Build
 	// reads, parses and writes again with the new layer (a few copies).
 	// OS images' configs are tens of KiB: the config, the labels and a
@@ -61,4 +69,44 @@ func acquire(ctx context.Context) (release func(), err error) {
 // entries on the way to the layer's paths.
 func tooManyEntries() error {
 	return fmt.Errorf("its layers have more than %d entries, the most Strata reads of a base image to complete a configuration layer on it", maxBaseEntries)
+}
+
+// limitManifests is a transport that fails a manifest read of more than
+// MaxManifestSize bytes, before it is read when the registry says its
+// length, else at the first byte past it.
+type limitManifests struct{ inner http.RoundTripper }
+
+func (t limitManifests) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.inner.RoundTrip(req)
+	if err != nil || req.Method != http.MethodGet || !strings.Contains(req.URL.Path, "/manifests/") {
+		return resp, err
+	}
+	if resp.ContentLength > MaxManifestSize {
+		resp.Body.Close()
+		return nil, manifestTooLarge(req)
+	}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, left: MaxManifestSize, req: req}
+	return resp, nil
+}
+
+func manifestTooLarge(req *http.Request) error {
+	return fmt.Errorf("GET %s: the manifest is larger than %d bytes (%d MiB), the most Strata reads", req.URL.Redacted(), MaxManifestSize, MaxManifestSize>>20)
+}
+
+// limitedBody fails a read past its limit.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+	req  *http.Request
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	if b.left -= int64(n); b.left < 0 {
+		return 0, manifestTooLarge(b.req)
+	}
+	return n, err
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -19,13 +20,13 @@ import (
 	"github.com/strata-dev/strata/test/testregistry"
 )
 
-// wantStageErr fails t unless err is a StageError of stage saying all of
+// wantBaseErr fails t unless err is a Base StageError saying all of
 // want.
-func wantStageErr(t *testing.T, err error, stage Stage, want ...string) {
+func wantBaseErr(t *testing.T, err error, want ...string) {
 	t.Helper()
 	var se *StageError
-	if !errors.As(err, &se) || se.Stage != stage {
-		t.Fatalf("error %v, want a %s StageError", err, stage)
+	if !errors.As(err, &se) || se.Stage != StageBase {
+		t.Fatalf("error %v, want a Base StageError", err)
 	}
 	for _, w := range want {
 		if !strings.Contains(err.Error(), w) {
@@ -60,7 +61,7 @@ func TestBaseConfigIsBounded(t *testing.T) {
 	req := request(base, reg.Host+"/limits/out:latest", testLayer(t, "a"), reg)
 	req.Transport = rec
 	_, err = Build(context.Background(), req)
-	wantStageErr(t, err, StageBase, "limits/big-config", fmt.Sprintf("config of %d bytes", m.Config.Size), fmt.Sprintf("at most %d bytes (1024 KiB)", MaxBaseConfigSize))
+	wantBaseErr(t, err, "limits/big-config", fmt.Sprintf("config of %d bytes", m.Config.Size), fmt.Sprintf("at most %d bytes (1024 KiB)", MaxBaseConfigSize))
 	if got := rec.calls(blobCalls(http.MethodGet, reg.Host, []v1.Hash{m.Config.Digest})); len(got) > 0 {
 		t.Errorf("the config was downloaded: %+v", got)
 	}
@@ -78,7 +79,7 @@ func TestBaseEntriesAreBounded(t *testing.T) {
 	// etc/strata-new is in no base: finding that takes every entry.
 	layer := tarOf(t, []tar.Header{{Typeflag: tar.TypeReg, Name: "etc/strata-new/a", Mode: 0o644}})
 	_, err := Build(context.Background(), request(base, reg.Host+"/limits/out:latest", layer, reg))
-	wantStageErr(t, err, StageBase, "limits/base", "more than 100 entries")
+	wantBaseErr(t, err, "limits/base", "more than 100 entries")
 
 	maxBaseEntries = MaxBaseEntries
 	if _, err := Build(context.Background(), request(base, reg.Host+"/limits/out:latest", layer, reg)); err != nil {
@@ -137,7 +138,7 @@ func TestConcurrentBuildsAreLimited(t *testing.T) {
 	}()
 	<-queued
 	cancel()
-	wantStageErr(t, <-done, StageBase, "wait for one of the 2 configuration layers", "context canceled")
+	wantBaseErr(t, <-done, "wait for one of the 2 configuration layers", "context canceled")
 
 	release()
 	wg.Wait()
@@ -220,4 +221,73 @@ func TestBaseTreeIsExtracts(t *testing.T) {
 			t.Errorf("%s: read %+v, mutate.Extract has %+v", p, got, want[p])
 		}
 	}
+}
+
+// TestManifestsAreBounded: a manifest larger than MaxManifestSize fails
+// its read, at once when the registry says its length, else at the first
+// byte past the limit; a manifest at the limit and a blob of any size
+// are read whole.
+func TestManifestsAreBounded(t *testing.T) {
+	big := strings.Repeat("m", MaxManifestSize+1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := big
+		if strings.HasSuffix(r.URL.Path, "/at-limit") {
+			body = big[:MaxManifestSize]
+		}
+		if r.URL.Query().Has("chunked") {
+			w.(http.Flusher).Flush() // no Content-Length
+		}
+		_, _ = io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	rt := limitManifests{inner: http.DefaultTransport}
+	read := func(p string) (int, error) {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return len(b), err
+	}
+	for _, c := range []struct {
+		path    string
+		want    int
+		wantErr bool
+	}{
+		{"/v2/os/base/manifests/sha256:1", 0, true},
+		{"/v2/os/base/manifests/sha256:1?chunked", 0, true},
+		{"/v2/os/base/manifests/at-limit", MaxManifestSize, false},
+		{"/v2/os/base/manifests/at-limit?chunked", MaxManifestSize, false},
+		{"/v2/os/base/blobs/sha256:1?chunked", MaxManifestSize + 1, false},
+	} {
+		n, err := read(c.path)
+		if c.wantErr {
+			if err == nil || !strings.Contains(err.Error(), "larger than 4194304 bytes (4 MiB)") {
+				t.Errorf("%s: read %d bytes, error %v; want the limit", c.path, n, err)
+			}
+			continue
+		}
+		if err != nil || n != c.want {
+			t.Errorf("%s: read %d bytes, error %v; want %d", c.path, n, err, c.want)
+		}
+	}
+}
+
+// TestBaseManifestIsBounded: a base whose manifest passes
+// MaxManifestSize (go-containerregistry's registry takes it; distribution
+// would not) fails the build at the base, saying why.
+func TestBaseManifestIsBounded(t *testing.T) {
+	reg := testregistry.StartReferrers(t, "")
+	img, ok := mutate.Annotations(testregistry.Busybox(t), map[string]string{"padding": strings.Repeat("p", MaxManifestSize)}).(v1.Image)
+	if !ok {
+		t.Fatal("not an image")
+	}
+	base := reg.Push(t, "limits/big-manifest:latest", img)
+	_, err := Build(context.Background(), request(base, reg.Host+"/limits/out:latest", testLayer(t, "a"), reg))
+	wantBaseErr(t, err, "limits/big-manifest", "larger than 4194304 bytes (4 MiB)")
 }
