@@ -20,10 +20,12 @@ import (
 // What real configs carry is far below it: the largest of the 40 public
 // MachineConfigs in the corpus (shared/corpus/mco-real) decodes to 23 KB,
 // and content that is not gzipped cannot pass the 1.4 MiB a rendered
-// config may take in etcd (machineconfig.MaxRenderedSize). 8 MiB leaves
-// that content room to be gzipped text at a ratio of five; an image is the
-// place for anything larger (the MachineOSConfig's containerFile).
-const MaxContentSize = 8 << 20
+// config may take in etcd (machineconfig.MaxRenderedSize). 4 MiB leaves
+// that content room to be gzipped text at a ratio of almost three, and
+// keeps four builds of the largest content under 200 MB of controller
+// memory (test/memory); an image is the place for anything larger (the
+// MachineOSConfig's containerFile).
+const MaxContentSize = 4 << 20
 
 // contentTooLarge is the refusal of the resource at fldPath, whose decoded
 // contents take the config past MaxContentSize.

@@ -40,7 +40,7 @@ func gzipFiles(sources ...string) string {
 
 // TestContentLimitStopsDecoding: sixty-four files each over half of
 // MaxContentSize, under a megabyte of gzip data together, would decode to
-// over 300 MiB. The walk stops at the file that passes MaxContentSize,
+// over 32 times the limit. The walk stops at the file that passes MaxContentSize,
 // names it, and decodes nothing after it.
 func TestContentLimitStopsDecoding(t *testing.T) {
 	src := gzipZeros(t, MaxContentSize/2+1<<20)
@@ -73,7 +73,7 @@ func TestContentLimitStopsDecoding(t *testing.T) {
 	}
 	t.Logf("validation allocated %d MiB", (after.TotalAlloc-before.TotalAlloc)>>20)
 	// Two files decoded, each read into a growing buffer: a few times the
-	// limit at most. Decoding all sixty-four would allocate over 600 MiB.
+	// limit at most. Decoding all sixty-four would allocate 32 times it.
 	if got := after.TotalAlloc - before.TotalAlloc; got > 4*MaxContentSize {
 		t.Errorf("validation allocated %d MiB; it must stop decoding at the limit (%d MiB)", got>>20, MaxContentSize>>20)
 	}
@@ -116,7 +116,7 @@ func TestIssueInputIsRefused(t *testing.T) {
 	if len(errs) != 1 || errs[0].Type != field.ErrorTypeTooLong || errs[0].Field != "spec.config.storage.files[0].contents" {
 		t.Fatalf("errors %v, want Too long at spec.config.storage.files[0].contents", errs)
 	}
-	for _, want := range []string{"8388608 bytes", "8 MiB", "containerFile"} {
+	for _, want := range []string{fmt.Sprintf("%d bytes (%d MiB", MaxContentSize, MaxContentSize>>20), "containerFile"} {
 		if !strings.Contains(errs[0].Error(), want) {
 			t.Errorf("error %q does not say %q", errs[0], want)
 		}

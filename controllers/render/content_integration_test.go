@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/nodeconfig"
 )
 
 // TestDecodedContentOverBudgetIsACondition: the 80 KB MachineConfig of
@@ -53,7 +54,7 @@ func TestDecodedContentOverBudgetIsACondition(t *testing.T) {
 		if c == nil || c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("RenderDegraded %v", c)
 		}
-		for _, want := range []string{"MachineConfig zeros-10-a", "spec.config.storage.files[0].contents", "8388608 bytes"} {
+		for _, want := range []string{"MachineConfig zeros-10-a", "spec.config.storage.files[0].contents", fmt.Sprintf("%d bytes", nodeconfig.MaxContentSize)} {
 			if !strings.Contains(c.Message, want) {
 				return fmt.Errorf("message %q lacks %q", c.Message, want)
 			}
