@@ -76,6 +76,10 @@ infra: ## Build and cache the test environment's binaries under .infra/.
 test: infra ## Run unit and envtest integration tests.
 	go test -count=1 ./...
 
+.PHONY: bench-memory
+bench-memory: infra ## Print the peak RSS of 4 concurrent configuration-layer builds of the worst inputs (goal: under 200 MB).
+	go test ./test/memory -run '^$$' -bench PeakRSS -benchtime 1x -count 1
+
 ##@ Cluster
 
 # A real one-node cluster on this machine (etcd, kube-apiserver,

@@ -1,7 +1,6 @@
 package containerfile
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -44,8 +43,10 @@ type Stages struct {
 // renderStages splits a validated plan into the admin stage and the
 // configuration layer. rootfs is the plan's rootfs.tar, which is the
 // layer: it is written once per render (the tar was most of a warm
-// render's cost), and the layer is a copy so that the two results share
-// no memory.
+// render's cost), and shared, not copied: the content may be megabytes,
+// the build controller holds a render per running build, and nothing
+// writes either after Render (the capacity is cut, so that an append
+// to one cannot show in the other).
 func renderStages(in Input, p *nodeconfig.Plan, admin *adminContent, rootfs []byte) *Stages {
 	st := &Stages{NeedsJob: needsJob(p)}
 
@@ -76,7 +77,7 @@ func renderStages(in Input, p *nodeconfig.Plan, admin *adminContent, rootfs []by
 		}
 	}
 
-	st.Layer = bytes.Clone(rootfs)
+	st.Layer = rootfs[:len(rootfs):len(rootfs)]
 	return st
 }
 

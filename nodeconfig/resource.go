@@ -6,11 +6,14 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 
 	ign "github.com/coreos/ignition/v2/config/v3_5/types"
@@ -52,7 +55,7 @@ func decodeResource(r ign.Resource, fldPath *field.Path, limit int64) ([]byte, *
 		if err != nil {
 			return nil, field.Invalid(fldPath.Child("compression"), "gzip", "content is not gzip data: "+err.Error())
 		}
-		out, err := io.ReadAll(io.LimitReader(zr, limit+1))
+		out, err := gunzip(zr, gzipSizeHint(data), limit)
 		if err == nil {
 			err = zr.Close()
 		}
@@ -72,6 +75,41 @@ func decodeResource(r ign.Resource, fldPath *field.Path, limit int64) ([]byte, *
 		}
 	}
 	return data, nil
+}
+
+// gzipSizeHint is the length a gzip stream says its content has (its
+// trailer's ISIZE): a hint only, as it is the last member's length
+// modulo 4 GiB, and the stream may lie.
+func gzipSizeHint(data []byte) int64 {
+	if len(data) < 4 {
+		return 0
+	}
+	return int64(binary.LittleEndian.Uint32(data[len(data)-4:]))
+}
+
+// gunzip reads zr no further than one byte past limit into a buffer of
+// the hinted size: content read into a growing buffer was allocated
+// about twice over, and every controller that validates a config decodes
+// it. A short hint grows the buffer; a long one costs at most limit.
+func gunzip(zr io.Reader, hint, limit int64) ([]byte, error) {
+	r := io.LimitReader(zr, limit+1)
+	out := make([]byte, 0, min(hint, limit)+1)
+	for {
+		if len(out) == cap(out) {
+			if int64(len(out)) > limit {
+				return out, nil
+			}
+			out = slices.Grow(out, len(out))
+		}
+		n, err := r.Read(out[len(out):cap(out)])
+		out = out[:len(out)+n]
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // verify checks content against an Ignition hash (sha256-HEX or

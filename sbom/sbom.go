@@ -211,12 +211,83 @@ func annotation(prefix string, v any) (spdxAnnotation, error) {
 	return spdxAnnotation{Date: created, Type: "OTHER", Annotator: tool, Comment: prefix + " " + string(b)}, nil
 }
 
-// entry is one tar entry of the configuration layer.
+// entry is one tar entry of the configuration layer. A file's content is
+// not kept, only what the SBOM says of it, summed as it is read: the
+// content may be megabytes, and the controller makes SBOMs of several
+// builds at once.
 type entry struct {
 	path string
 	hdr  *tar.Header
-	data []byte
+	sums sums
 }
+
+// sums are a file's checksums and whether it is text (UTF-8 without a
+// NUL), or a link's checksums of its target.
+type sums struct {
+	sha1, sha256 []byte
+	text         bool
+}
+
+// sumOf sums what r reads.
+func sumOf(r io.Reader) (sums, error) {
+	h1, h256, tc := sha1.New(), sha256.New(), &textCheck{} //nolint:gosec // see the import
+	if _, err := io.Copy(io.MultiWriter(h1, h256, tc), r); err != nil {
+		return sums{}, err
+	}
+	return sums{sha1: h1.Sum(nil), sha256: h256.Sum(nil), text: tc.text()}, nil
+}
+
+// textCheck says whether the bytes written to it, together, are what
+// utf8.Valid accepts and hold no NUL. A rune cut between two writes is
+// carried to the next.
+type textCheck struct {
+	binary bool
+	carry  []byte
+}
+
+func (c *textCheck) Write(p []byte) (int, error) {
+	n := len(p)
+	if c.binary {
+		return n, nil
+	}
+	if bytes.IndexByte(p, 0) >= 0 {
+		c.binary = true
+		return n, nil
+	}
+	// Complete the rune the last write cut.
+	for len(c.carry) > 0 && len(p) > 0 && !utf8.FullRune(c.carry) {
+		c.carry = append(c.carry, p[0])
+		p = p[1:]
+	}
+	if len(c.carry) > 0 {
+		if !utf8.FullRune(c.carry) {
+			return n, nil // p ran out first
+		}
+		if !utf8.Valid(c.carry) {
+			c.binary = true
+			return n, nil
+		}
+		c.carry = c.carry[:0]
+	}
+	// Carry a rune that p cuts.
+	for i := len(p) - 1; i >= 0 && i >= len(p)-(utf8.UTFMax-1); i-- {
+		if utf8.RuneStart(p[i]) {
+			if !utf8.FullRune(p[i:]) {
+				c.carry = append(c.carry, p[i:]...)
+				p = p[:i]
+			}
+			break
+		}
+	}
+	if !utf8.Valid(p) {
+		c.binary = true
+	}
+	return n, nil
+}
+
+// text is the verdict once everything is written: a rune still cut is
+// not UTF-8.
+func (c *textCheck) text() bool { return !c.binary && len(c.carry) == 0 }
 
 // readLayer reads every entry of the layer, sorted by path, one per path.
 // Directories are listed like files: the layer makes them, with their mode
@@ -250,13 +321,21 @@ func readLayer(layer []byte) ([]entry, error) {
 		if hdr.Size > int64(len(layer)) {
 			return nil, fmt.Errorf("%s: claims %d bytes, more than the whole layer (%d)", p, hdr.Size, len(layer))
 		}
-		var data []byte
-		if hdr.Typeflag == tar.TypeReg {
-			if data, err = io.ReadAll(tr); err != nil {
-				return nil, fmt.Errorf("%s: %w", p, err)
-			}
+		var sum sums
+		switch hdr.Typeflag {
+		case tar.TypeReg:
+			sum, err = sumOf(tr)
+		case tar.TypeSymlink:
+			sum, err = sumOf(strings.NewReader(hdr.Linkname))
+		case tar.TypeLink:
+			sum, err = sumOf(strings.NewReader(path.Clean("/" + hdr.Linkname)))
+		default:
+			sum, err = sumOf(bytes.NewReader(nil))
 		}
-		out = append(out, entry{path: p, hdr: hdr, data: data})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		out = append(out, entry{path: p, hdr: hdr, sums: sum})
 	}
 	slices.SortStableFunc(out, func(a, b entry) int { return strings.Compare(a.path, b.path) })
 	// Stable: of equal paths, the last in the layer comes last; keep it.
@@ -279,23 +358,20 @@ func (e entry) file(id string) (file, error) {
 		UID:  e.hdr.Uid,
 		GID:  e.hdr.Gid,
 	}
-	summed := e.data
 	fileType := "OTHER"
 	switch e.hdr.Typeflag {
 	case tar.TypeReg:
 		a.Type = "file"
 		fileType = "BINARY"
-		if utf8.Valid(e.data) && !bytes.ContainsRune(e.data, 0) {
+		if e.sums.text {
 			fileType = "TEXT"
 		}
 	case tar.TypeDir:
 		a.Type = "directory"
 	case tar.TypeSymlink:
 		a.Type, a.Target = "symlink", e.hdr.Linkname
-		summed = []byte(e.hdr.Linkname)
 	case tar.TypeLink:
 		a.Type, a.Target = "hardlink", path.Clean("/"+e.hdr.Linkname)
-		summed = []byte(a.Target)
 	default:
 		return file{}, fmt.Errorf("sbom: layer: %s: unexpected tar entry type %q", e.path, e.hdr.Typeflag)
 	}
@@ -303,8 +379,6 @@ func (e entry) file(id string) (file, error) {
 	if err != nil {
 		return file{}, err
 	}
-	s1 := sha1.Sum(summed) //nolint:gosec // see the import
-	s256 := sha256.Sum256(summed)
 	comment := fmt.Sprintf("%s, mode %s, owner %d:%d", a.Type, a.Mode, a.UID, a.GID)
 	if a.Target != "" {
 		comment += ", target " + a.Target
@@ -314,8 +388,8 @@ func (e entry) file(id string) (file, error) {
 		FileName:  "." + e.path,
 		FileTypes: []string{fileType},
 		Checksums: []checksum{
-			{Algorithm: "SHA1", Value: hex.EncodeToString(s1[:])},
-			{Algorithm: "SHA256", Value: hex.EncodeToString(s256[:])},
+			{Algorithm: "SHA1", Value: hex.EncodeToString(e.sums.sha1)},
+			{Algorithm: "SHA256", Value: hex.EncodeToString(e.sums.sha256)},
 		},
 		LicenseConcluded: "NOASSERTION",
 		CopyrightText:    "NOASSERTION",

@@ -100,10 +100,23 @@ func Build(ctx context.Context, req Request) (*Result, error) {
 		return nil, stageErr(StagePush, "target %s is not a tag (registry/repo:tag)", req.Target)
 	}
 
-	common := []remote.Option{remote.WithContext(ctx), remote.WithUserAgent(userAgent)}
+	rt := remote.DefaultTransport
 	if req.Transport != nil {
-		common = append(common, remote.WithTransport(req.Transport))
+		rt = req.Transport
 	}
+	common := []remote.Option{remote.WithContext(ctx), remote.WithUserAgent(userAgent), remote.WithTransport(limitManifests{inner: rt})}
+	// Reading the base and making the layer hold the most memory: only
+	// MaxConcurrentBuilds do it at once.
+	release, err := acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	held := true
+	defer func() {
+		if held {
+			release()
+		}
+	}()
 	base, layerType, err := readBase(baseRef, req.Platform,
 		slices.Concat(common, []remote.Option{remote.WithAuthFromKeychain(keychain(req.BaseKeychain)), remote.WithPlatform(platform(req.Platform))}))
 	if err != nil {
@@ -111,13 +124,13 @@ func Build(ctx context.Context, req Request) (*Result, error) {
 	}
 
 	start := time.Now()
-	data, err := completeFor(baseRef, base, req.Layer, req.Cache)
+	src, err := completeFor(baseRef, base, req.Layer, req.Cache)
 	if err != nil {
 		return nil, err
 	}
-	layer, err := newConfigLayer(data, layerType)
+	layer, err := newConfigLayer(src, layerType)
 	if err != nil {
-		return nil, &StageError{Stage: StageLayer, Err: err}
+		return nil, err
 	}
 	res := &Result{Layer: layer.digest, LayerTime: time.Since(start)}
 
@@ -128,6 +141,8 @@ func Build(ctx context.Context, req Request) (*Result, error) {
 	if res.Digest, err = img.Digest(); err != nil {
 		return nil, stageErr(StagePush, "compute the image digest: %w", err)
 	}
+	release()
+	held = false
 
 	start = time.Now()
 	if err := remote.Write(targetRef, img, slices.Concat(common, []remote.Option{remote.WithAuthFromKeychain(keychain(req.PushKeychain))})...); err != nil {
@@ -163,6 +178,16 @@ func readBase(ref name.Reference, p v1.Platform, opts []remote.Option) (v1.Image
 	default:
 		return nil, "", stageErr(StageBase, "base image %s has a %s manifest; want a Docker v2 schema 2 or OCI image manifest", ref, mt)
 	}
+	// The config is read whole, parsed and written again with the new
+	// layer: its size is bounded before it is read.
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, "", stageErr(StageBase, "read base image %s: %w", ref, explain(err, ref.Context().RegistryStr()))
+	}
+	if m.Config.Size < 0 || m.Config.Size > MaxBaseConfigSize {
+		return nil, "", stageErr(StageBase, "base image %s has a config of %d bytes; a base image's config may have at most %d bytes (%d KiB)",
+			ref, m.Config.Size, MaxBaseConfigSize, MaxBaseConfigSize>>10)
+	}
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return nil, "", stageErr(StageBase, "read the config of base image %s: %w", ref, explain(err, ref.Context().RegistryStr()))
@@ -178,7 +203,7 @@ func readBase(ref name.Reference, p v1.Platform, opts []remote.Option) (v1.Image
 
 // completeFor completes layer for base, reading the base's layers only
 // for what cache does not know.
-func completeFor(ref name.Reference, base v1.Image, layer []byte, cache *BaseCache) ([]byte, error) {
+func completeFor(ref name.Reference, base v1.Image, layer []byte, cache *BaseCache) (*completed, error) {
 	digest, err := base.Digest()
 	if err != nil {
 		return nil, stageErr(StageBase, "read base image %s: %w", ref, err)

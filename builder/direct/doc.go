@@ -30,7 +30,7 @@
 //
 // Knowing the base's tree on those paths takes reading its layers, from
 // the top down and only until every path is found (a path it lacks takes
-// them all). Request.Cache keeps what a build learnt, by base digest, so
+// them all), with mutate.Extract's rules for whiteouts. Request.Cache keeps what a build learnt, by base digest, so
 // that the next build on that base, a configuration change, reads none of
 // them; a layer with all its parents reads none either. Otherwise only the
 // base's manifest and config are read.
@@ -39,6 +39,20 @@
 // fixed level with an empty gzip header, and the config's created time and
 // the new history entry's are the Unix epoch, as buildah's --timestamp 0
 // makes them.
+//
+// # Memory
+//
+// The controller runs several builds at once under a memory limit, on
+// inputs a MachineConfig's author or a base image's registry chooses, so
+// Build's memory is bounded whatever they are (limits.go). The layer is
+// written, hashed and gzipped in one pass, each body streamed from the
+// given tar, and only the compressed layer is held. Reading a base's tree
+// remembers only the paths on the way to the layer's entries, and reads
+// at most MaxBaseEntries entries; a base's config larger than
+// MaxBaseConfigSize is refused before it is downloaded, and a manifest
+// larger than MaxManifestSize as it is read. At most
+// MaxConcurrentBuilds Builds of a process read their bases and make their
+// layers at once; the others wait, within their contexts.
 //
 // The package talks to registries only; it knows nothing of Kubernetes.
 // Its errors are *StageError values naming the stage that failed (Base,

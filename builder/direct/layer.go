@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -17,46 +18,44 @@ import (
 // the default level's ratio is worth its time.
 const gzipLevel = gzip.DefaultCompression
 
-// configLayer is the configuration layer held in memory, compressed once:
-// it is a few files, and holding it lets a retried upload send the same
-// bytes again.
+// configLayer is the configuration layer, compressed once and held
+// compressed: that lets a retried upload send the same bytes again, and
+// the compressed layer is small even when its content is not (its
+// content came gzipped in MachineConfigs that fit in etcd). The
+// uncompressed tar is never held: it is written, hashed and compressed in
+// one pass, each body streamed from the given layer.
 type configLayer struct {
-	uncompressed, compressed []byte
-	digest, diffID           v1.Hash
-	mediaType                types.MediaType
+	compressed     []byte
+	digest, diffID v1.Hash
+	mediaType      types.MediaType
 }
 
 var _ v1.Layer = (*configLayer)(nil)
 
-// newConfigLayer checks that data is a whole tar stream and compresses it.
-// The gzip header has no name, no modification time and the "unknown" OS,
-// as compress/gzip writes a zero Header.
-func newConfigLayer(data []byte, mt types.MediaType) (*configLayer, error) {
-	if len(data) == 0 {
-		return nil, errors.New("the layer is zero bytes, not a tar")
+// newConfigLayer checks that the given layer is a whole tar stream and
+// compresses the completed layer. The gzip header has no name, no
+// modification time and the "unknown" OS, as compress/gzip writes a zero
+// Header. Its errors are *StageError.
+func newConfigLayer(src *completed, mt types.MediaType) (*configLayer, error) {
+	if len(src.data) == 0 {
+		return nil, stageErr(StageLayer, "the layer is zero bytes, not a tar")
 	}
-	if err := checkTar(data); err != nil {
-		return nil, err
+	if err := checkTar(src.data); err != nil {
+		return nil, &StageError{Stage: StageLayer, Err: err}
 	}
 	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzipLevel)
+	zh, th := sha256.New(), sha256.New()
+	zw, err := gzip.NewWriterLevel(io.MultiWriter(&buf, zh), gzipLevel)
 	if err != nil {
-		return nil, err
+		return nil, &StageError{Stage: StageLayer, Err: err}
 	}
-	if _, err := zw.Write(data); err != nil {
+	if err := src.writeTo(io.MultiWriter(th, zw)); err != nil {
 		return nil, err
 	}
 	if err := zw.Close(); err != nil {
-		return nil, err
+		return nil, &StageError{Stage: StageLayer, Err: err}
 	}
-	l := &configLayer{uncompressed: data, compressed: buf.Bytes(), mediaType: mt}
-	if l.digest, _, err = v1.SHA256(bytes.NewReader(l.compressed)); err != nil {
-		return nil, err
-	}
-	if l.diffID, _, err = v1.SHA256(bytes.NewReader(l.uncompressed)); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return &configLayer{compressed: buf.Bytes(), digest: hashOf(zh), diffID: hashOf(th), mediaType: mt}, nil
 }
 
 // checkTar reads every header and body: a truncated or compressed tar
@@ -88,6 +87,7 @@ func (l *configLayer) Compressed() (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(l.compressed)), nil
 }
 
+// Uncompressed decompresses the held layer as it is read.
 func (l *configLayer) Uncompressed() (io.ReadCloser, error) {
-	return io.NopCloser(bytes.NewReader(l.uncompressed)), nil
+	return gzip.NewReader(bytes.NewReader(l.compressed))
 }

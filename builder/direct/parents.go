@@ -13,7 +13,6 @@ import (
 	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
 // Completing the layer (see the package comment): a layer made outside a
@@ -100,10 +99,63 @@ func (c *BaseCache) touch(d v1.Hash) {
 	}
 }
 
-// layerEntry is one entry of the given layer.
+// layerEntry is one entry of the given layer. Its body stays in the
+// layer: holding the bodies would be another copy of the configuration's
+// content, which may be megabytes.
 type layerEntry struct {
-	hdr  *tar.Header
-	body []byte
+	hdr *tar.Header
+}
+
+// completed is the layer Build appends: the given layer's bytes as they
+// are (out is nil), or its entries as out lists them, each body streamed
+// from the given layer as the tar is written.
+type completed struct {
+	data []byte
+	out  []outEntry
+}
+
+// outEntry is one entry of a completed layer: a header, and the index of
+// the given layer's entry whose body follows it, or -1 for a parent
+// directory completion added.
+type outEntry struct {
+	hdr *tar.Header
+	src int
+}
+
+// writeTo writes the completed layer's tar to w. Its errors are
+// *StageError.
+func (c *completed) writeTo(w io.Writer) error {
+	if c.out == nil {
+		if _, err := w.Write(c.data); err != nil {
+			return &StageError{Stage: StageLayer, Err: err}
+		}
+		return nil
+	}
+	tr := tar.NewReader(bytes.NewReader(c.data))
+	at := -1 // the given entry tr is at
+	tw := tar.NewWriter(w)
+	for _, e := range c.out {
+		if err := tw.WriteHeader(e.hdr); err != nil {
+			return &StageError{Stage: StageLayer, Err: fmt.Errorf("write the layer's entry %s: %w", e.hdr.Name, err)}
+		}
+		if e.src < 0 {
+			continue
+		}
+		// The given entries come out in their order, each once.
+		for at < e.src {
+			if _, err := tr.Next(); err != nil {
+				return &StageError{Stage: StageLayer, Err: fmt.Errorf("read the layer's entry %s: %w", e.hdr.Name, err)}
+			}
+			at++
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return &StageError{Stage: StageLayer, Err: fmt.Errorf("write the layer's entry %s: %w", e.hdr.Name, err)}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return &StageError{Stage: StageLayer, Err: err}
+	}
+	return nil
 }
 
 // errUnknown: resolving a path needs a base path not read yet.
@@ -114,10 +166,11 @@ var errUnknown = errors.New("unknown base path")
 // it or else 0755 and root's, before the first entry under each parent
 // directory the layer does not have. A layer that needs neither is
 // returned as given. read fills in what the base has at the paths it is
-// asked for. Its errors are *StageError.
-func completeLayer(data []byte, base map[string]treeEntry, read func(need map[string]bool) error) ([]byte, error) {
+// asked for. Its errors are *StageError. What it returns holds no copy
+// of data: the layer is written as it is compressed (completed.writeTo).
+func completeLayer(data []byte, base map[string]treeEntry, read func(need map[string]bool) error) (*completed, error) {
 	if len(data) == 0 {
-		return data, nil
+		return &completed{data: data}, nil
 	}
 	if err := checkTar(data); err != nil {
 		return nil, &StageError{Stage: StageLayer, Err: err}
@@ -142,10 +195,7 @@ func completeLayer(data []byte, base map[string]treeEntry, read func(need map[st
 			return nil, err
 		}
 		if len(unknown) == 0 {
-			if out == nil {
-				return data, nil
-			}
-			return out, nil
+			return &completed{data: data, out: out}, nil
 		}
 		for p := range unknown {
 			if _, ok := base[p]; ok {
@@ -168,14 +218,10 @@ func readEntries(data []byte) ([]layerEntry, error) {
 		if err != nil {
 			return nil, err
 		}
-		body, err := io.ReadAll(tr)
-		if err != nil {
-			return nil, err
-		}
 		if escapes(h.Name) || (h.Typeflag == tar.TypeLink && escapes(h.Linkname)) {
 			return nil, fmt.Errorf("the layer's entry %q leaves the image's root", h.Name)
 		}
-		entries = append(entries, layerEntry{hdr: h, body: body})
+		entries = append(entries, layerEntry{hdr: h})
 	}
 }
 
@@ -261,10 +307,10 @@ func (r *resolver) realDir(p string) (string, error) {
 	return cur, nil
 }
 
-// complete unpacks the entries into the base's view and writes the
-// completed layer; it returns a nil layer when it would be the given one,
-// and the base paths it needs to know first, if any.
-func complete(entries []layerEntry, base map[string]treeEntry) ([]byte, map[string]bool, error) {
+// complete unpacks the entries into the base's view and lists the
+// completed layer's entries; it returns nil when the layer would be the
+// given one, and the base paths it needs to know first, if any.
+func complete(entries []layerEntry, base map[string]treeEntry) ([]outEntry, map[string]bool, error) {
 	r := &resolver{base: base, layer: map[string]treeEntry{}, opaque: map[string]bool{}, unknown: map[string]bool{}}
 	// A directory the layer has keeps the layer's metadata, even when it
 	// comes after its contents.
@@ -274,17 +320,14 @@ func complete(entries []layerEntry, base map[string]treeEntry) ([]byte, map[stri
 			declared[clean(e.hdr.Name)] = true
 		}
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
+	var out []outEntry
 	changed := false
 entries:
-	for _, e := range entries {
+	for i, e := range entries {
 		r.links = 0
 		name := clean(e.hdr.Name)
 		if name == "" {
-			if err := writeEntry(tw, e.hdr, e.body); err != nil {
-				return nil, nil, err
-			}
+			out = append(out, outEntry{hdr: e.hdr, src: i})
 			continue
 		}
 		dir, err := r.realDir(parentOf(name))
@@ -307,13 +350,11 @@ entries:
 			if got.kind == tar.TypeDir {
 				h = parentHeader(d, got.dir)
 			}
-			if err := writeEntry(tw, h, nil); err != nil {
-				return nil, nil, err
-			}
+			out = append(out, outEntry{hdr: h, src: -1})
 			r.layer[d] = treeEntry{kind: tar.TypeDir}
 			changed = true
 		}
-		h := *e.hdr
+		h := *e.hdr // a copy: the given headers serve every pass
 		if moved := path.Join(dir, path.Base(name)); moved != name {
 			h.Name = moved
 			if e.hdr.Typeflag == tar.TypeDir {
@@ -339,20 +380,15 @@ entries:
 			}
 		}
 		r.unpack(name, &h)
-		if err := writeEntry(tw, &h, e.body); err != nil {
-			return nil, nil, err
-		}
+		out = append(out, outEntry{hdr: &h, src: i})
 	}
 	if len(r.unknown) > 0 {
 		return nil, r.unknown, nil
 	}
-	if err := tw.Close(); err != nil {
-		return nil, nil, &StageError{Stage: StageLayer, Err: err}
-	}
 	if !changed {
 		return nil, nil, nil
 	}
-	return buf.Bytes(), nil, nil
+	return out, nil, nil
 }
 
 // unpack records what entry h at name leaves in the tree; a whiteout
@@ -391,28 +427,64 @@ func parentHeader(d string, base *tar.Header) *tar.Header {
 	return h
 }
 
-func writeEntry(tw *tar.Writer, h *tar.Header, body []byte) error {
-	if err := tw.WriteHeader(h); err != nil {
-		return &StageError{Stage: StageLayer, Err: fmt.Errorf("write the layer's entry %s: %w", h.Name, err)}
+// readBaseTree reads what base has at the paths in need into tree: the
+// file system its layers make, as mutate.Extract makes it (the topmost
+// entry of each path; a whiteout, or a non-directory, hides the path and
+// what is under it in the layers below), read from the top layer down and
+// only as far as it takes to find every path. A path not found is absent;
+// so is a relative symlink that climbs above the root, which
+// mutate.Extract drops (a build would clamp it at the root).
+//
+// mutate.Extract remembers every path it has passed, which for a base of
+// millions of entries is hundreds of MiB; only the paths asked for and
+// their parents can hide or be what is asked for, so only they are
+// remembered. At most MaxBaseEntries entries are read.
+func readBaseTree(base v1.Image, need map[string]bool, tree map[string]treeEntry) error {
+	relevant := map[string]bool{}
+	for p := range need {
+		for d := p; d != "" && !relevant[d]; d = parentOf(d) {
+			relevant[d] = true
+		}
 	}
-	if _, err := tw.Write(body); err != nil {
-		return &StageError{Stage: StageLayer, Err: fmt.Errorf("write the layer's entry %s: %w", h.Name, err)}
+	layers, err := base.Layers()
+	if err != nil {
+		return err
+	}
+	r := &treeReader{relevant: relevant, left: maps.Clone(need), hides: map[string]bool{}, opaque: map[string]bool{}, tree: tree}
+	for i := len(layers) - 1; i >= 0 && len(r.left) > 0; i-- {
+		if err := r.layer(layers[i]); err != nil {
+			return err
+		}
+	}
+	for p := range r.left {
+		tree[p] = treeEntry{kind: kindAbsent}
 	}
 	return nil
 }
 
-// readBaseTree reads what base has at the paths in need into tree: the
-// file system its layers make (mutate.Extract: the topmost entry of each
-// path, whiteouts applied), read from the top layer down and only as far
-// as it takes to find every path. A path not found is absent; so is a
-// relative symlink that climbs above the root, which mutate.Extract drops
-// (a build would clamp it at the root).
-func readBaseTree(base v1.Image, need map[string]bool, tree map[string]treeEntry) error {
-	rc := mutate.Extract(base)
+// treeReader is one readBaseTree: the paths that matter, those still to
+// find, and for each path that matters already seen in a higher layer,
+// whether it hides what is under it in lower layers (mutate.Extract's
+// fileMap), and the directories whose lower layers' contents are hidden
+// (opaque; "" is the root).
+type treeReader struct {
+	relevant, left, hides, opaque map[string]bool
+	tree                          map[string]treeEntry
+	entries                       int
+}
+
+// layer reads one layer's entries, until every path is found, with
+// mutate.Extract's rules.
+func (r *treeReader) layer(l v1.Layer) error {
+	rc, err := l.Uncompressed()
+	if err != nil {
+		return err
+	}
 	defer rc.Close()
+	// Opaque markers hide only lower layers' entries.
+	opaque := map[string]bool{}
 	tr := tar.NewReader(rc)
-	left := maps.Clone(need)
-	for len(left) > 0 {
+	for len(r.left) > 0 {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -420,24 +492,74 @@ func readBaseTree(base v1.Image, need map[string]bool, tree map[string]treeEntry
 		if err != nil {
 			return err
 		}
-		p := clean(h.Name)
-		if !left[p] {
+		if r.entries++; r.entries > maxBaseEntries {
+			return tooManyEntries()
+		}
+		name := path.Clean(h.Name)
+		if escapes(name) {
+			return fmt.Errorf("unsafe tar path %q", h.Name)
+		}
+		if (h.Typeflag == tar.TypeSymlink || h.Typeflag == tar.TypeLink) && !path.IsAbs(h.Linkname) &&
+			escapes(path.Join(path.Dir(name), h.Linkname)) {
+			continue // mutate.Extract drops it
+		}
+		base := path.Base(name)
+		if base == ".wh..wh..opq" {
+			if d := clean(path.Dir(name)); d == "" || r.relevant[d] {
+				opaque[d] = true
+			}
 			continue
 		}
-		delete(left, p)
-		switch h.Typeflag {
-		case tar.TypeDir:
-			tree[p] = treeEntry{kind: tar.TypeDir, dir: h}
-		case tar.TypeSymlink:
-			tree[p] = treeEntry{kind: tar.TypeSymlink, target: h.Linkname}
+		// The path an entry is about: a whiteout's is the path it removes.
+		tombstone := strings.HasPrefix(base, ".wh.")
+		if tombstone {
+			name = path.Join(path.Dir(name), strings.TrimPrefix(base, ".wh."))
+		}
+		p := clean(name)
+		if !r.relevant[p] {
+			continue
+		}
+		if _, ok := r.hides[p]; (ok && !tombstone) || r.hidden(p) {
+			continue
+		}
+		r.hides[p] = tombstone || h.Typeflag != tar.TypeDir
+		if !r.left[p] {
+			continue
+		}
+		delete(r.left, p)
+		switch {
+		case tombstone:
+			r.tree[p] = treeEntry{kind: kindAbsent}
+		case h.Typeflag == tar.TypeDir:
+			r.tree[p] = treeEntry{kind: tar.TypeDir, dir: h}
+		case h.Typeflag == tar.TypeSymlink:
+			r.tree[p] = treeEntry{kind: tar.TypeSymlink, target: h.Linkname}
 		default:
-			tree[p] = treeEntry{kind: kindOther}
+			r.tree[p] = treeEntry{kind: kindOther}
 		}
 	}
-	for p := range left {
-		tree[p] = treeEntry{kind: kindAbsent}
+	maps.Copy(r.opaque, opaque)
+	if len(r.left) > 0 {
+		// Read to the end, so that the layer's digest is verified.
+		if _, err := io.Copy(io.Discard, rc); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// hidden says whether a higher layer hid a parent of p, by a whiteout, a
+// non-directory or an opaque marker.
+func (r *treeReader) hidden(p string) bool {
+	if r.opaque[""] {
+		return true
+	}
+	for d := parentOf(p); d != ""; d = parentOf(d) {
+		if r.hides[d] || r.opaque[d] {
+			return true
+		}
+	}
+	return false
 }
 
 // escapes says whether a tar name goes above the root, which no runtime

@@ -166,7 +166,7 @@ func TestCompleteLayer(t *testing.T) {
 			reads := 0
 			complete := func() ([]byte, error) {
 				tree := cache.known(digest)
-				return completeLayer(layer, tree, func(need map[string]bool) error {
+				c, err := completeLayer(layer, tree, func(need map[string]bool) error {
 					reads++
 					got := map[string]treeEntry{}
 					if err := readBaseTree(base, need, got); err != nil {
@@ -178,6 +178,12 @@ func TestCompleteLayer(t *testing.T) {
 					cache.learn(digest, got)
 					return nil
 				})
+				if err != nil {
+					return nil, err
+				}
+				var buf bytes.Buffer
+				err = c.writeTo(&buf)
+				return buf.Bytes(), err
 			}
 			out, err := complete()
 			if c.wantErr != "" {

@@ -27,6 +27,7 @@ import (
 	"github.com/strata-dev/strata/controllers/degraded"
 	"github.com/strata-dev/strata/controllers/node"
 	"github.com/strata-dev/strata/controllers/render"
+	"github.com/strata-dev/strata/internal/memlimit"
 	"github.com/strata-dev/strata/internal/scheme"
 	"github.com/strata-dev/strata/internal/version"
 )
@@ -122,6 +123,15 @@ func run(o options) error {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("setup")
+	// Builds hold what they decode and make, four at once: below the
+	// container's limit the collector must work harder rather than let
+	// the heap double and the kernel kill the process on the same input
+	// after every restart.
+	if soft, err := memlimit.Set(memlimit.CgroupRoot); err != nil {
+		log.Error(err, "Cannot read the container's memory limit; the Go runtime has none")
+	} else if soft > 0 {
+		log.Info("Set the Go runtime's soft memory limit", "bytes", soft, "fractionOfContainerLimit", memlimit.Fraction)
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
