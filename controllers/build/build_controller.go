@@ -83,7 +83,8 @@ const (
 	secretIndex = "strata.build.secrets"
 	// poolIndex: MachineOSConfigs by the pool they layer.
 	poolIndex = "strata.build.pool"
-	// nodeImageIndex: Nodes by the images they run or are to run.
+	// nodeImageIndex: Nodes by the images they run, are to run, or
+	// booted first.
 	nodeImageIndex = "strata.build.nodeImage"
 	// layeredByIndex: pools by the MachineOSConfig that claimed them.
 	layeredByIndex = "strata.build.layeredBy"
@@ -188,10 +189,12 @@ func secretsOf(o client.Object) []string {
 	return names
 }
 
-// imagesOfNode are the images a node runs or is to run.
+// imagesOfNode are the images a node runs, is to run, or booted before
+// Strata first changed it (originalImage, where the node goes back when
+// its pool stops being layered, which may be an image Strata built).
 func imagesOfNode(o client.Object) []string {
 	var images []string
-	for _, a := range []string{v1alpha1.CurrentImageAnnotation, v1alpha1.DesiredImageAnnotation} {
+	for _, a := range []string{v1alpha1.CurrentImageAnnotation, v1alpha1.DesiredImageAnnotation, v1alpha1.OriginalImageAnnotation} {
 		if v := o.GetAnnotations()[a]; v != "" {
 			images = append(images, v)
 		}

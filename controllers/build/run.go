@@ -295,7 +295,8 @@ func (r *Reconciler) deleteBuild(ctx context.Context, b *v1alpha1.MachineOSBuild
 // collectGarbage deletes finished builds beyond the history, newest kept,
 // with their images (and the images' referrers) and admin stages unless a
 // remaining build has them too; never the current build, nor one whose
-// image the MachineOSConfig or any node names as current or desired.
+// image the MachineOSConfig or any node names as current, desired or
+// original.
 func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 	builds, err := r.buildsOf(ctx, s.mosc.Name)
 	if err != nil {
@@ -388,7 +389,8 @@ func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 }
 
 // imageInUse says whether the MachineOSConfig's current image is image,
-// or any node runs it or is to run it.
+// or any node runs it, is to run it, or booted it before Strata changed
+// it.
 func (r *Reconciler) imageInUse(ctx context.Context, image, current string) (bool, error) {
 	if image == "" {
 		return false, nil
