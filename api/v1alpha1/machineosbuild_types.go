@@ -153,6 +153,14 @@ type BuildFailure struct {
 	LogTail string `json:"logTail,omitempty"`
 }
 
+// Limits of a BuildFailure's fields, as its validation says (a test
+// compares them with the generated CRD): what a builder or a registry
+// says is cut to fit before the status is written.
+const (
+	MaxBuildFailureMessage = 4096
+	MaxBuildFailureLogTail = 16384
+)
+
 // MachineOSBuildStatus is the observed state of a build.
 type MachineOSBuildStatus struct {
 	// conditions: Prepared, Building, Succeeded, Failed, Interrupted.

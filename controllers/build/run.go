@@ -204,7 +204,10 @@ func (r *Reconciler) finish(ctx context.Context, s *scope, state buildState, fai
 		b.Status.DigestedImagePushSpec = image
 		msg = "Pushed " + image
 	case stateFailed:
-		b.Status.Failure = failure
+		// What a builder or a registry said can be longer than the API
+		// takes; the write that says the build failed must not fail.
+		b.Status.Failure = job.BoundFailure(failure)
+		failure = b.Status.Failure
 		msg = failureMessage(failure)
 	}
 	setBuildConditions(b, state, msg)
