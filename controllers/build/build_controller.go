@@ -362,6 +362,7 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 			return err
 		}
 	}
+	r.recordAdminStage(s, in)
 	return r.collectGarbage(ctx, s)
 }
 

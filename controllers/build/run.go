@@ -381,6 +381,9 @@ func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 				r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "ImageNotDeleted", "GarbageCollect", "Could not delete %s: %v", image, err)
 				continue
 			}
+			// Never reused again, even if the same digest is pushed
+			// anew: a new push is a new build's to record.
+			forgetAdminStage(s.mosc, image)
 			log.FromContext(ctx).Info("Deleted an old image", "build", b.Name, "image", image)
 		}
 		if err := r.deleteBuild(ctx, b); err != nil {
