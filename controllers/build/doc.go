@@ -33,7 +33,12 @@
 // image's referrers with it.
 //
 // A build of the same inputs that already succeeded, and whose image is
-// still in the registry, is reused without a Job. New inputs interrupt a
+// still in the registry, is reused without a Job; if that build's image
+// is the current one and the registry has lost it, the MachineOSConfig is
+// Degraded (CurrentImageMissing) with an Event naming the image, and
+// nothing is rebuilt until the rebuild annotation asks, since a rebuilt
+// image would roll out to every node again. An older build's lost image
+// is built again (a Warning Event says so). New inputs interrupt a
 // running build. A failure leaves the previous image current, so nodes keep
 // what they run, and says what failed on the MachineOSBuild, the
 // MachineOSConfig and the pool (ImageBuildDegraded).
