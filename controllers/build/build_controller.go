@@ -364,7 +364,7 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 			// gone: build it again, since nodes get a new image anyway.
 			log.FromContext(ctx).Info("Image gone from the registry, building again", "build", s.build.Name, "image", image)
 			r.Recorder.Eventf(s.build, nil, corev1.EventTypeWarning, "ImageGone", "Rebuild",
-				"Image %s is no longer in the registry; building again", image)
+				"%s", status.Truncate("Image "+image+" is no longer in the registry; building again", 1024))
 			// Deleting an owned build brings the next reconcile.
 			return r.deleteBuild(ctx, s.build)
 		}
@@ -525,9 +525,10 @@ func (r *Reconciler) eventMissing(s *scope, before *v1alpha1.MachineOSConfig) {
 	if was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConfigDegraded); was != nil && was.Reason == v1alpha1.ReasonCurrentImageMissing {
 		return
 	}
-	r.Recorder.Eventf(s.mosc, s.build, corev1.EventTypeWarning, v1alpha1.ReasonCurrentImageMissing, "Check",
+	// An Event's note takes at most 1 KiB, and an image name alone may.
+	r.Recorder.Eventf(s.mosc, s.build, corev1.EventTypeWarning, v1alpha1.ReasonCurrentImageMissing, "Check", "%s", status.Truncate(fmt.Sprintf(
 		"Image %s of build %s, which the pool's nodes are to run, is not in the registry; it is not rebuilt unless asked (annotation %s)",
-		s.missing, s.build.Name, v1alpha1.RebuildAnnotation)
+		s.missing, s.build.Name, v1alpha1.RebuildAnnotation), 1024))
 }
 
 // logProblem logs a change of what keeps the MachineOSConfig from being
