@@ -37,8 +37,7 @@ var baseTrees = direct.NewBaseCache(16)
 
 // runConfigLayer builds with the ConfigLayer strategy: the admin stage
 // (one an earlier build's Job made, or built by a Job, or the base
-// itself), then the
-// configuration layer on top, made and pushed here.
+// itself), then the configuration layer on top, made and pushed here.
 func (r *Reconciler) runConfigLayer(ctx context.Context, s *scope, in *inputs) error {
 	b := s.build
 	admin := stageStatus(b, v1alpha1.BuildStageAdmin)
