@@ -144,6 +144,21 @@
 //   - AppArmor, whose default container profile denies mount(2), was not
 //     measured: the test host has none.
 //
+// # User namespaces
+//
+// Config.HostUsers false sets the pods' hostUsers: false, so that root in
+// the pod is an unprivileged user of the node. It is left unset by
+// default because the test cluster cannot run such a pod: measured there
+// (kubelet 1.37.1, containerd 1.6.20, Linux 6.18), a pod with hostUsers:
+// false never starts; the kubelet reports FailedCreatePodSandBox "can't
+// set spec.hostUsers: false, runtime does not support user namespaces"
+// and the pod stays Pending, so a build would wait out its deadline.
+// Pod user namespaces need containerd 2.0 or later (or CRI-O 1.25 or
+// later) and a kernel with idmapped mounts for the pod's volumes.
+// Whether buildah's own user namespace works inside the pod's (it maps
+// what the pod's namespace has, 65536 IDs) was not measured, for want of
+// such a runtime here.
+//
 // RUN steps keep the capabilities buildah gives them, among them
 // SYS_CHROOT, with which a step can leave buildah's chroot (chroot(2),
 // not pivot_root) and read the build container's own files and mounts:
