@@ -152,7 +152,8 @@
 // (kubelet 1.37.1, containerd 1.6.20, Linux 6.18), a pod with hostUsers:
 // false never starts; the kubelet reports FailedCreatePodSandBox "can't
 // set spec.hostUsers: false, runtime does not support user namespaces"
-// and the pod stays Pending, so a build would wait out its deadline.
+// and the pod stays Pending without a sandbox; Interpret fails such a
+// build once StartGrace has passed, instead of waiting out its deadline.
 // Pod user namespaces need containerd 2.0 or later (or CRI-O 1.25 or
 // later) and a kernel with idmapped mounts for the pod's volumes.
 // Whether buildah's own user namespace works inside the pod's (it maps

@@ -145,8 +145,8 @@ func Interpret(job *batchv1.Job, pods []corev1.Pod) Status {
 
 // startFailure says why a pending pod cannot start, in the kubelet's or
 // the scheduler's words: an image that cannot be pulled (the builder
-// image, usually) at once, a pod the scheduler cannot place once it has
-// waited StartGrace. Otherwise it returns how long until that grace ends,
+// image, usually) at once; a pod the scheduler cannot place, or one the
+// runtime makes no sandbox for, once it has waited StartGrace. Otherwise it returns how long until that grace ends,
 // or zero.
 func startFailure(pod *corev1.Pod, now time.Time) (*v1alpha1.BuildFailure, time.Duration) {
 	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodPending {
@@ -159,15 +159,24 @@ func startFailure(pod *corev1.Pod, now time.Time) (*v1alpha1.BuildFailure, time.
 		}
 	}
 	for _, c := range pod.Status.Conditions {
-		if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable {
+		var why string
+		switch {
+		case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable:
+			why = "cannot be scheduled"
+		case c.Type == corev1.PodReadyToStartContainers && c.Status == corev1.ConditionFalse:
+			// The runtime makes a sandbox in seconds, or never: a
+			// runtime without user namespace support refuses one for
+			// hostUsers: false, and says so only in an Event.
+			why = "has no sandbox: the node's runtime could not make one (its Events say why; a runtime without user namespace support refuses hostUsers: false)"
+		default:
 			continue
 		}
 		waited := now.Sub(c.LastTransitionTime.Time)
 		if waited < StartGrace {
 			return nil, StartGrace - waited
 		}
-		return &v1alpha1.BuildFailure{Step: v1alpha1.BuildStepPrepare, Message: fmt.Sprintf(
-			"build pod %s cannot be scheduled (waited %s): %s", pod.Name, waited.Round(time.Second), c.Message)}, 0
+		return &v1alpha1.BuildFailure{Step: v1alpha1.BuildStepPrepare, Message: strings.TrimSuffix(fmt.Sprintf(
+			"build pod %s %s (waited %s): %s", pod.Name, why, waited.Round(time.Second), c.Message), ": ")}, 0
 	}
 	return nil, 0
 }

@@ -279,6 +279,25 @@ func TestInterpretPodThatCannotStart(t *testing.T) {
 		t.Errorf("image pull failure: %+v (failure %+v), want Failed with the kubelet's reason and the image", st, st.Failure)
 	}
 
+	// A pod the runtime cannot make a sandbox for (hostUsers: false on a
+	// runtime without user namespaces) waits, then fails.
+	noSandbox := func(since time.Duration) []corev1.Pod {
+		return pending(corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, Reason: "PodSandboxNotReady",
+				Message: "no pod sandbox exists", LastTransitionTime: metav1.NewTime(time.Now().Add(-since))},
+		}})
+	}
+	st = Interpret(jb, noSandbox(10*time.Second))
+	if st.Phase != PhasePending || st.RetryAfter <= 0 || st.RetryAfter > StartGrace-9*time.Second {
+		t.Errorf("no sandbox for 10s: %+v, want Pending and a look again within %s", st, StartGrace-10*time.Second)
+	}
+	st = Interpret(jb, noSandbox(StartGrace+time.Second))
+	if st.Phase != PhaseFailed || !st.StopJob || st.Failure == nil || st.Failure.Step != v1alpha1.BuildStepPrepare ||
+		!strings.Contains(st.Failure.Message, "sandbox") || !strings.Contains(st.Failure.Message, "hostUsers") {
+		t.Errorf("no sandbox past the grace: %+v (failure %+v), want Failed saying the runtime made no sandbox", st, st.Failure)
+	}
+
 	st = Interpret(jb, unschedulable(10*time.Second))
 	if st.Phase != PhasePending || st.RetryAfter <= 0 || st.RetryAfter > StartGrace-9*time.Second {
 		t.Errorf("unschedulable for 10s: %+v, want Pending and a look again within %s", st, StartGrace-10*time.Second)
