@@ -32,6 +32,12 @@ type Input struct {
 	Image, ImageDigest string
 	// BaseImage is the base image, "repo@sha256:<hex>".
 	BaseImage string
+	// AdminStage is the admin stage image the configuration layer was
+	// added to (strategy ConfigLayer), "repo@sha256:<hex>"; "" when there
+	// is none of its own (SingleJob, or the admin stage is the base). It
+	// may come from an earlier build, so it is a material of its own: its
+	// digest says which lower layers the image has.
+	AdminStage string
 	// Pool, RenderedConfig: the pool and its rendered MachineConfig.
 	Pool, RenderedConfig string
 	// MachineOSConfig and its metadata.generation the build was made of.
@@ -117,11 +123,21 @@ var hexPattern = regexp.MustCompile(`^[a-f0-9]+$`)
 // Generate returns the statement's JSON. An input that is not well formed
 // is an error naming the field.
 func Generate(in Input) ([]byte, error) {
-	base, err := check(in)
+	base, admin, err := check(in)
 	if err != nil {
 		return nil, err
 	}
 	cf := sha256.Sum256(in.Containerfile)
+	deps := []ResourceDescriptor{
+		image("baseImage", base),
+		{Name: "Containerfile", Digest: map[string]string{"sha256": hex.EncodeToString(cf[:])}},
+		// A rendered config's name ends in the hash of its content: the
+		// name identifies the content.
+		{Name: "renderedConfig", URI: "urn:strata.dev:machineconfig:" + in.RenderedConfig},
+	}
+	if admin != nil {
+		deps = append(deps, image("adminStage", *admin))
+	}
 	st := Statement{
 		Type:          StatementType,
 		Subject:       []Subject{{Name: in.Image, Digest: map[string]string{"sha256": strings.TrimPrefix(in.ImageDigest, "sha256:")}}},
@@ -135,14 +151,8 @@ func Generate(in Input) ([]byte, error) {
 					RenderedConfig:  in.RenderedConfig,
 					Strategy:        in.Strategy,
 				},
-				InternalParameters: InternalParameters{InputHash: in.InputHash},
-				ResolvedDependencies: []ResourceDescriptor{
-					{Name: "baseImage", URI: "oci://" + base.Context().Name(), Digest: map[string]string{"sha256": strings.TrimPrefix(base.DigestStr(), "sha256:")}},
-					{Name: "Containerfile", Digest: map[string]string{"sha256": hex.EncodeToString(cf[:])}},
-					// A rendered config's name ends in the hash of its
-					// content: the name identifies the content.
-					{Name: "renderedConfig", URI: "urn:strata.dev:machineconfig:" + in.RenderedConfig},
-				},
+				InternalParameters:   InternalParameters{InputHash: in.InputHash},
+				ResolvedDependencies: deps,
 			},
 			RunDetails: RunDetails{Builder: Builder{ID: in.BuilderID, Version: map[string]string{"strata": in.BuilderVersion}}},
 		},
@@ -154,7 +164,12 @@ func Generate(in Input) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-func check(in Input) (name.Digest, error) {
+// image is the material of an image by digest.
+func image(what string, d name.Digest) ResourceDescriptor {
+	return ResourceDescriptor{Name: what, URI: "oci://" + d.Context().Name(), Digest: map[string]string{"sha256": strings.TrimPrefix(d.DigestStr(), "sha256:")}}
+}
+
+func check(in Input) (name.Digest, *name.Digest, error) {
 	var errs []error
 	if _, err := name.NewRepository(in.Image, name.StrictValidation); err != nil || in.Image == "" {
 		errs = append(errs, fmt.Errorf("image: %q is not a repository (registry/repository, no tag or digest)", in.Image))
@@ -165,6 +180,14 @@ func check(in Input) (name.Digest, error) {
 	base, err := name.NewDigest(in.BaseImage, name.StrictValidation)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("baseImage: %q is not repository@sha256:<digest>", in.BaseImage))
+	}
+	var admin *name.Digest
+	if in.AdminStage != "" {
+		d, err := name.NewDigest(in.AdminStage, name.StrictValidation)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("adminStage: %q is not repository@sha256:<digest>", in.AdminStage))
+		}
+		admin = &d
 	}
 	for _, f := range []struct{ field, value string }{
 		{"pool", in.Pool}, {"renderedConfig", in.RenderedConfig}, {"machineOSConfig", in.MachineOSConfig},
@@ -186,7 +209,7 @@ func check(in Input) (name.Digest, error) {
 		errs = append(errs, fmt.Errorf("inputHash: %q is not a hex digest", in.InputHash))
 	}
 	if len(errs) > 0 {
-		return base, fmt.Errorf("provenance: %w", errors.Join(errs...))
+		return base, admin, fmt.Errorf("provenance: %w", errors.Join(errs...))
 	}
-	return base, nil
+	return base, admin, nil
 }

@@ -21,6 +21,7 @@ func input() provenance.Input {
 		Image:                     "registry.example.com/os/worker",
 		ImageDigest:               "sha256:" + strings.Repeat("2", 64),
 		BaseImage:                 "registry.example.com/os/base@sha256:" + strings.Repeat("1", 64),
+		AdminStage:                "registry.example.com/os/worker@sha256:" + strings.Repeat("3", 64),
 		Pool:                      "worker",
 		RenderedConfig:            "rendered-worker-abc",
 		MachineOSConfig:           "worker",
@@ -65,6 +66,10 @@ func TestDeterministicAndSensitive(t *testing.T) {
 		"base": func(in *provenance.Input) {
 			in.BaseImage = "registry.example.com/os/base@sha256:" + strings.Repeat("4", 64)
 		},
+		"admin stage": func(in *provenance.Input) {
+			in.AdminStage = "registry.example.com/os/worker@sha256:" + strings.Repeat("5", 64)
+		},
+		"no admin stage": func(in *provenance.Input) { in.AdminStage = "" },
 	} {
 		in := input()
 		edit(&in)
@@ -122,6 +127,9 @@ func TestSchema(t *testing.T) {
 	if deps["baseImage"].Digest["sha256"] != strings.Repeat("1", 64) || deps["Containerfile"].Digest["sha256"] == "" {
 		t.Errorf("resolved dependencies %+v", deps)
 	}
+	if a := deps["adminStage"]; a.Digest["sha256"] != strings.Repeat("3", 64) || a.URI != "oci://registry.example.com/os/worker" {
+		t.Errorf("adminStage material %+v, want the admin stage by digest", a)
+	}
 	if p := got.Predicate.BuildDefinition.ExternalParameters; p.MachineOSConfig.Generation != 3 || p.RenderedConfig != "rendered-worker-abc" {
 		t.Errorf("external parameters %+v", p)
 	}
@@ -136,11 +144,32 @@ func TestBadInput(t *testing.T) {
 		"builderID":                 func(in *provenance.Input) { in.BuilderID = "" },
 		"strategy":                  func(in *provenance.Input) { in.Strategy = "Kaniko" },
 		"inputHash":                 func(in *provenance.Input) { in.InputHash = "" },
+		"adminStage":                func(in *provenance.Input) { in.AdminStage = "registry.example.com/os/worker:admin-1" },
 	} {
 		in := input()
 		edit(&in)
 		if _, err := provenance.Generate(in); err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: error %v, want one naming it", field, err)
+		}
+	}
+}
+
+// Without an admin stage of its own (SingleJob, or a stage that is the
+// base) the statement has no adminStage material.
+func TestNoAdminStage(t *testing.T) {
+	in := input()
+	in.AdminStage = ""
+	out, err := provenance.Generate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got provenance.Statement
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range got.Predicate.BuildDefinition.ResolvedDependencies {
+		if d.Name == "adminStage" {
+			t.Errorf("adminStage material %+v without an admin stage", d)
 		}
 	}
 }

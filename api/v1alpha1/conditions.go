@@ -38,8 +38,9 @@ const (
 	// ConfigReady: currentImagePullSpec is the image of the current inputs.
 	ConfigReady = "Ready"
 	// ConfigDegraded: the inputs cannot be built (unknown pool, missing
-	// secret, unreachable base image, invalid content) or the newest build
-	// failed; nodes keep the image they run.
+	// secret, unreachable base image, invalid content), the newest build
+	// failed, or the current image is gone from the registry; nodes keep
+	// the image they run.
 	ConfigDegraded = "Degraded"
 )
 
@@ -68,6 +69,9 @@ const (
 	ReasonBaseUnreachable      = "BaseImageUnreachable"
 	ReasonInvalidInput         = "InvalidInput"
 	ReasonInputsChanged        = "InputsChanged"
+	// ReasonCurrentImageMissing: the image the MachineOSConfig's nodes are
+	// to run is gone from the registry; it is not rebuilt unless asked.
+	ReasonCurrentImageMissing = "CurrentImageMissing"
 	// ReasonBaseOverridesOSImageURL: the MachineOSConfig's
 	// baseImagePullSpec is built on in place of a MachineConfig's
 	// osImageURL, which OpenShift would build on; the message names that

@@ -84,7 +84,7 @@ type BuildStage string
 
 const (
 	// BuildStageAdmin makes the admin stage image (ConfigLayer strategy):
-	// a Job, or nothing when the registry has it already.
+	// a Job, or nothing when an earlier build's Job made it already.
 	BuildStageAdmin BuildStage = "AdminStage"
 	// BuildStageConfigLayer makes the configuration layer and pushes the
 	// image (ConfigLayer strategy), in the controller.
@@ -122,8 +122,9 @@ type BuildStageStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Image string `json:"image,omitempty"`
-	// reused is true when the stage's image was already in the registry
-	// (or is the base image itself) and nothing ran.
+	// reused is true when the stage's image was one an earlier build's Job
+	// made (recorded in the MachineOSConfig's status.adminStages), or is
+	// the base image itself, and nothing ran.
 	// +optional
 	Reused bool `json:"reused,omitempty"`
 	// startTime is when the stage started.
@@ -132,6 +133,12 @@ type BuildStageStatus struct {
 	// duration is how long the stage took, once it ended.
 	// +optional
 	Duration *metav1.Duration `json:"duration,omitempty"`
+	// message says what the stage found that a person should know: an
+	// admin stage tag pointing to an image Strata did not build, which was
+	// not used.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // BuildFailure says what failed in a build, in words a person can act on.
@@ -152,6 +159,14 @@ type BuildFailure struct {
 	// +kubebuilder:validation:MaxLength=16384
 	LogTail string `json:"logTail,omitempty"`
 }
+
+// Limits of a BuildFailure's fields, as its validation says (a test
+// compares them with the generated CRD): what a builder or a registry
+// says is cut to fit before the status is written.
+const (
+	MaxBuildFailureMessage = 4096
+	MaxBuildFailureLogTail = 16384
+)
 
 // MachineOSBuildStatus is the observed state of a build.
 type MachineOSBuildStatus struct {

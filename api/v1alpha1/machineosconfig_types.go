@@ -205,6 +205,43 @@ type MachineOSConfigStatus struct {
 	// its image to the nodes.
 	// +optional
 	BaseImage *ResolvedImage `json:"baseImage,omitempty"`
+
+	// adminStages are the admin stage images (strategy ConfigLayer) that
+	// this MachineOSConfig's build Jobs built and pushed, by digest, newest
+	// first: the only ones a build reuses. An admin stage tag that points
+	// to another image (pushed or moved by someone else) is not used: the
+	// stage is reused from the digest recorded here, or built again, and
+	// the build says so (a Warning Event and its AdminStage stage's
+	// message). Garbage collection removes an entry with its image.
+	// +optional
+	// +listType=map
+	// +listMapKey=tag
+	// +kubebuilder:validation:MaxItems=8
+	AdminStages []AdminStageRecord `json:"adminStages,omitempty"`
+}
+
+// AdminStageRecord is an admin stage image a build Job of Strata's pushed.
+type AdminStageRecord struct {
+	// tag is where the stage is kept: the push repository, tagged
+	// admin-<hash of the stage's inputs and the builder image>.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Tag string `json:"tag"`
+	// image is what the Job pushed to tag, as
+	// registry/repository@sha256:digest.
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.matches('^((localhost|[a-zA-Z0-9-]+([.][a-zA-Z0-9-]+)+)(:[0-9]{1,5})?|[a-zA-Z0-9-]+:[0-9]{1,5})/[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*@sha256:[a-f0-9]{64}$')",message="image must be registry/repository@sha256:<64 hex digits>"
+	Image string `json:"image"`
+	// build names the MachineOSBuild whose Job built the stage.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Build string `json:"build"`
+	// builtTime is when the Job finished building it.
+	// +required
+	BuiltTime metav1.Time `json:"builtTime"`
 }
 
 // ResolvedImage is an image reference and the digest it resolved to.

@@ -577,11 +577,10 @@ func TestBuildScriptPrepare(t *testing.T) {
 		{"missing push authfile", "push", func(dir string) []string {
 			return []string{"STRATA_PUSH_SPEC=r.example/x:y", "STRATA_PUSH_AUTHFILE=" + filepath.Join(dir, "nope", "auth.json")}
 		}, "registry credentials"},
-		{"no image to push", "push", func(string) []string { return []string{"STRATA_PUSH_SPEC=r.example/x:y"} }, "no valid image ID"},
-		{"an image ID that is an option", "push", func(dir string) []string {
-			writeFile(t, filepath.Join(dir, "storage", "image-id"), []byte("--authfile=/etc/shadow\n"))
-			return []string{"STRATA_PUSH_SPEC=r.example/x:y"}
-		}, "no valid image ID"},
+		{"no layout to build into", "build", func(dir string) []string {
+			return []string{"STRATA_CONTEXT_ARCHIVE=" + filepath.Join(dir, "ctx.tar.gz")}
+		}, "STRATA_LAYOUT is not set"},
+		{"no layout to push", "push", func(string) []string { return []string{"STRATA_PUSH_SPEC=r.example/x:y"} }, "STRATA_LAYOUT is not set"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -591,8 +590,12 @@ func TestBuildScriptPrepare(t *testing.T) {
 			termLog := filepath.Join(dir, "termination-log")
 			cmd := exec.Command("bash", script, c.phase)
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "STRATA_TERMINATION_LOG=" + termLog}
+			cmd.Env = append(cmd.Env, "STRATA_SCRATCH="+filepath.Join(dir, "scratch"))
 			if c.name != "no storage" {
-				cmd.Env = append(cmd.Env, "STRATA_STORAGE="+filepath.Join(dir, "storage"), "STRATA_SCRATCH="+filepath.Join(dir, "scratch"))
+				cmd.Env = append(cmd.Env, "STRATA_STORAGE="+filepath.Join(dir, "storage"))
+			}
+			if !strings.HasPrefix(c.name, "no layout") {
+				cmd.Env = append(cmd.Env, "STRATA_LAYOUT="+filepath.Join(dir, "layout"))
 			}
 			cmd.Env = append(cmd.Env, c.env(dir)...)
 			out, err := cmd.CombinedOutput()

@@ -21,9 +21,11 @@
 //     reported with its line.
 //   - build.sh: the build script (embedded in this package).
 //
-// The pod runs three containers of the builder image, one after the
-// other, each a phase of build.sh, sharing buildah's image storage on an
-// emptyDir:
+// The pod runs three containers of the builder image (Debian with
+// buildah, skopeo and jq), one after the other, each a phase of build.sh.
+// The pull and build containers share buildah's image storage on an
+// emptyDir; the build and push containers share only an OCI layout on
+// another:
 //
 //   - pull (init container) pulls the images the Containerfile's FROMs
 //     name (BaseImages) with the base image pull secret. It runs no user
@@ -31,23 +33,49 @@
 //   - build (init container) builds the Containerfile with
 //     `buildah bud --pull=never`, so every base comes from the storage,
 //     and gives the image the rendered build's manifest annotations
-//     (Result.Annotations, in the container's environment). It
-//     mounts no registry credentials: the admin's RUN steps and package
-//     scriptlets run here. Images that COPY --from or RUN --mount name,
-//     other than a stage, are not pulled and fail the build.
-//   - push (the pod's container) pushes the built image with the push
-//     secret and reports its digest. It runs no user code, and starts
-//     only after the build container, and every process it left, ended.
+//     (Result.Annotations, in the container's environment), then writes
+//     it as an OCI layout (`buildah push oci:`). It mounts no registry
+//     credentials: the admin's RUN steps and package scriptlets run
+//     here. Images that COPY --from or RUN --mount name, other than a
+//     stage, are not pulled and fail the build.
+//   - push (the pod's container) checks the layout and copies it as it
+//     is to the registry with the push secret (`skopeo copy
+//     --preserve-digests`), and reports its digest. It runs no user code,
+//     mounts no buildah storage and the layout read-only, and starts only
+//     after the build container, and every process it left, ended.
+//
+// A RUN step that escapes buildah's chroot (see Privileges) can rewrite
+// whatever the build container mounts. buildah's storage is not made to
+// be read safely after that: its metadata and links could make a buildah
+// that holds the push secret read that secret into a layer, or worse.
+// The layout is plain data and is checked before anything reads it: only
+// regular files and directories (no link can lead the push elsewhere),
+// an index.json that parses and names one OCI image manifest by digest,
+// every blob's content matching the digest it is named by, and every
+// blob the manifest names present with its size. What the registry
+// reports having is compared with that digest. A layout the build
+// replaced with another image that passes the checks is no more than a
+// RUN step can make anyway.
 //
 // Registry credentials never enter the build Secret, an environment or
 // arguments: each registry Secret is mounted as a volume (its
 // .dockerconfigjson key as auth.json) in the one container that uses it,
-// and only its path is handed to buildah (--authfile). Each container has
-// its own scratch emptyDir for buildah's configuration, log and temporary
-// files, so the push reads nothing the build wrote but the storage and the
-// built image's ID, which it checks. Registries listed in
-// Config.InsecureRegistries are written into a registries.conf as
-// insecure; every other registry is verified.
+// and only its path is handed to buildah or skopeo. Each container has
+// its own scratch emptyDir for its configuration, log and temporary
+// files. Registries listed in Config.InsecureRegistries are written into
+// a registries.conf as insecure; every other registry is verified.
+//
+// # Resources
+//
+// Every container gets CPU, memory and ephemeral-storage requests and
+// limits: Placement.Resources, and DefaultResources for what it leaves
+// unset. Every emptyDir has a size limit (VolumeSizeLimits, defaults
+// DefaultVolumeSizeLimits), past which the kubelet evicts the pod, so a
+// build that fills its disk fails with the kubelet's reason instead of
+// filling the node's. The ephemeral-storage limit, unless configured, is
+// the volumes' limits together plus 1 GiB: the kubelet counts a pod's
+// emptyDirs against it, and a smaller one would evict the pod before any
+// volume reached its own limit.
 //
 // # What the pod reports
 //
@@ -115,6 +143,22 @@
 //     every node.
 //   - AppArmor, whose default container profile denies mount(2), was not
 //     measured: the test host has none.
+//
+// # User namespaces
+//
+// Config.HostUsers false sets the pods' hostUsers: false, so that root in
+// the pod is an unprivileged user of the node. It is left unset by
+// default because the test cluster cannot run such a pod: measured there
+// (kubelet 1.37.1, containerd 1.6.20, Linux 6.18), a pod with hostUsers:
+// false never starts; the kubelet reports FailedCreatePodSandBox "can't
+// set spec.hostUsers: false, runtime does not support user namespaces"
+// and the pod stays Pending without a sandbox; Interpret fails such a
+// build once StartGrace has passed, instead of waiting out its deadline.
+// Pod user namespaces need containerd 2.0 or later (or CRI-O 1.25 or
+// later) and a kernel with idmapped mounts for the pod's volumes.
+// Whether buildah's own user namespace works inside the pod's (it maps
+// what the pod's namespace has, 65536 IDs) was not measured, for want of
+// such a runtime here.
 //
 // RUN steps keep the capabilities buildah gives them, among them
 // SYS_CHROOT, with which a step can leave buildah's chroot (chroot(2),

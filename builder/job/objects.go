@@ -69,9 +69,12 @@ const (
 	// InputsDir holds the build Secret's files: all of them in the build
 	// container, only the script in the others.
 	InputsDir = "/var/run/strata/build"
-	// StorageDir is buildah's image storage, shared by the three
-	// containers.
+	// StorageDir is buildah's image storage, shared by the pull and
+	// build containers.
 	StorageDir = "/var/lib/strata/storage"
+	// LayoutDir is the OCI layout the build container writes and the
+	// push container reads, the one thing they share.
+	LayoutDir = "/var/lib/strata/layout"
 	// ScratchDir is each container's own writable directory.
 	ScratchDir     = "/var/lib/strata/scratch"
 	BaseSecretDir  = "/var/run/strata/secrets/base-pull"
@@ -80,6 +83,7 @@ const (
 	volInputs      = "inputs"
 	volScript      = "script"
 	volStorage     = "storage"
+	volLayout      = "layout"
 	volBaseSecret  = "base-pull-secret"
 	volPushSecret  = "push-secret"
 	jobNamePrefix  = "build-"
@@ -109,7 +113,8 @@ type Placement struct {
 	// it, and an empty one (nodeAffinity: {}) allows every node.
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 	// Resources of each of the build pod's containers (they run one after
-	// the other).
+	// the other): what is unset takes DefaultResources, and the
+	// ephemeral-storage limit, unless set, holds every volume of the pod.
 	Resources   corev1.ResourceRequirements `json:"resources,omitempty"`
 	HostNetwork bool                        `json:"hostNetwork,omitempty"`
 }
@@ -135,6 +140,16 @@ type Config struct {
 	// ppc64le, s390x); "" is amd64. Build pods run on a node of it, and
 	// buildah pulls and builds for it.
 	Arch string
+	// VolumeSizeLimits bound the build pod's emptyDirs; unset ones take
+	// DefaultVolumeSizeLimits.
+	VolumeSizeLimits VolumeSizeLimits
+	// HostUsers is the build pods' hostUsers: false runs each in a user
+	// namespace of its own, so that root in the pod is no user of the
+	// node's. Nil leaves it unset (the node's user namespace), since a
+	// runtime without user namespace support (containerd before 2.0)
+	// cannot start such a pod at all; see the package comment for what
+	// was measured.
+	HostUsers *bool
 }
 
 // ArchLabel is the well-known node label of a node's architecture.
@@ -345,6 +360,9 @@ func check(cfg Config, req Request) error {
 			}
 		}
 	}
+	if err := CheckResources(cfg); err != nil {
+		errs = append(errs, err)
+	}
 	for _, r := range cfg.InsecureRegistries {
 		if r == "" || strings.ContainsAny(r, "/\" \t\n,") {
 			errs = append(errs, fmt.Errorf("insecure registry %q is not a host[:port]", r))
@@ -355,6 +373,7 @@ func check(cfg Config, req Request) error {
 
 func podSpec(cfg Config, req Request, name string, bases []BaseImage) corev1.PodSpec {
 	p := cfg.Placement
+	sizes := volumeSizeLimits(cfg)
 	volumes := []corev1.Volume{
 		{Name: volInputs, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName:  name,
@@ -365,30 +384,38 @@ func podSpec(cfg Config, req Request, name string, bases []BaseImage) corev1.Pod
 			Items:       []corev1.KeyToPath{{Key: KeyScript, Path: KeyScript}},
 			DefaultMode: ptr.To(secretFileMode),
 		}}},
-		{Name: volStorage, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: volStorage, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: sizes.Storage}}},
+		{Name: volLayout, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: sizes.Layout}}},
 	}
+	// The pull and build containers share buildah's storage; the build
+	// and push containers share only the OCI layout, which the push,
+	// holding the push secret, checks and only reads.
+	storage := []corev1.EnvVar{
+		{Name: "STRATA_STORAGE", Value: StorageDir},
+		{Name: "STRATA_STORAGE_DRIVER", Value: "vfs"},
+		{Name: "STRATA_PLATFORM", Value: "linux/" + arch(cfg)},
+	}
+	storageMount := corev1.VolumeMount{Name: volStorage, MountPath: StorageDir}
+	layout := corev1.EnvVar{Name: "STRATA_LAYOUT", Value: LayoutDir}
+	resources := containerResources(cfg)
 	container := func(phase, inputs string, sc *corev1.SecurityContext, env []corev1.EnvVar, mounts ...corev1.VolumeMount) corev1.Container {
 		scratch := phase + "-scratch"
-		volumes = append(volumes, corev1.Volume{Name: scratch, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		volumes = append(volumes, corev1.Volume{Name: scratch, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: sizes.Scratch}}})
 		return corev1.Container{
 			Name:            phase,
 			Image:           cfg.BuilderImage,
 			ImagePullPolicy: corev1.PullIfNotPresent,
 			Command:         []string{"/bin/bash", InputsDir + "/" + KeyScript, phase},
 			Env: append([]corev1.EnvVar{
-				{Name: "STRATA_STORAGE", Value: StorageDir},
 				{Name: "STRATA_SCRATCH", Value: ScratchDir},
 				{Name: "STRATA_INSECURE_REGISTRIES", Value: strings.Join(cfg.InsecureRegistries, ",")},
-				{Name: "STRATA_STORAGE_DRIVER", Value: "vfs"},
 				{Name: "STRATA_TERMINATION_LOG", Value: corev1.TerminationMessagePathDefault},
-				{Name: "STRATA_PLATFORM", Value: "linux/" + arch(cfg)},
 			}, env...),
 			VolumeMounts: append([]corev1.VolumeMount{
 				{Name: inputs, MountPath: InputsDir, ReadOnly: true},
-				{Name: volStorage, MountPath: StorageDir},
 				{Name: scratch, MountPath: ScratchDir},
 			}, mounts...),
-			Resources:                *p.Resources.DeepCopy(),
+			Resources:                *resources.DeepCopy(),
 			TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			SecurityContext:          sc,
@@ -415,11 +442,13 @@ func podSpec(cfg Config, req Request, name string, bases []BaseImage) corev1.Pod
 	}
 	pullEnv, pullMounts := registrySecret(req.BaseImagePullSecret, volBaseSecret, BaseSecretDir, "STRATA_BASE_AUTHFILE")
 	pull := container(ContainerPull, volScript, securityContext(),
-		append([]corev1.EnvVar{{Name: "STRATA_BASE_IMAGES", Value: strings.Join(lines, "\n")}}, pullEnv...), pullMounts...)
-	buildEnv := []corev1.EnvVar{
+		slices.Concat(storage, []corev1.EnvVar{{Name: "STRATA_BASE_IMAGES", Value: strings.Join(lines, "\n")}}, pullEnv),
+		append([]corev1.VolumeMount{storageMount}, pullMounts...)...)
+	buildEnv := slices.Concat(storage, []corev1.EnvVar{
+		layout,
 		{Name: "STRATA_CONTEXT_ARCHIVE", Value: InputsDir + "/" + KeyContext},
 		{Name: "STRATA_STEPS", Value: InputsDir + "/" + KeySteps},
-	}
+	})
 	if a := req.Result.Annotations; len(a) > 0 {
 		// Sorted: the same build gives the same Job.
 		lines := make([]string, 0, len(a))
@@ -428,10 +457,12 @@ func podSpec(cfg Config, req Request, name string, bases []BaseImage) corev1.Pod
 		}
 		buildEnv = append(buildEnv, corev1.EnvVar{Name: "STRATA_ANNOTATIONS", Value: strings.Join(lines, "\n")})
 	}
-	build := container(ContainerBuild, volInputs, securityContext(), buildEnv)
+	build := container(ContainerBuild, volInputs, securityContext(), buildEnv,
+		storageMount, corev1.VolumeMount{Name: volLayout, MountPath: LayoutDir})
 	pushEnv, pushMounts := registrySecret(req.PushSecret, volPushSecret, PushSecretDir, "STRATA_PUSH_AUTHFILE")
 	push := container(ContainerPush, volScript, securityContext(),
-		append([]corev1.EnvVar{{Name: "STRATA_PUSH_SPEC", Value: req.PushSpec}}, pushEnv...), pushMounts...)
+		append([]corev1.EnvVar{layout, {Name: "STRATA_PUSH_SPEC", Value: req.PushSpec}}, pushEnv...),
+		append([]corev1.VolumeMount{{Name: volLayout, MountPath: LayoutDir, ReadOnly: true}}, pushMounts...)...)
 
 	spec := corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever,
@@ -442,6 +473,7 @@ func podSpec(cfg Config, req Request, name string, bases []BaseImage) corev1.Pod
 		TerminationGracePeriodSeconds: ptr.To(int64(5)),
 		AutomountServiceAccountToken:  ptr.To(false),
 		EnableServiceLinks:            ptr.To(false),
+		HostUsers:                     hostUsers(cfg),
 		HostNetwork:                   p.HostNetwork,
 		NodeSelector:                  nodeSelector(cfg),
 		Tolerations:                   append([]corev1.Toleration(nil), p.Tolerations...),
@@ -457,6 +489,14 @@ func podSpec(cfg Config, req Request, name string, bases []BaseImage) corev1.Pod
 		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
 	}
 	return spec
+}
+
+// hostUsers is the configured hostUsers, nil when unset.
+func hostUsers(cfg Config) *bool {
+	if cfg.HostUsers == nil {
+		return nil
+	}
+	return ptr.To(*cfg.HostUsers)
 }
 
 // affinity is the placement's affinity with the default node affinity,

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
@@ -173,9 +174,23 @@ func TestObjects(t *testing.T) {
 	for _, v := range ps.Volumes {
 		volumes[v.Name] = v
 	}
+	// The placement's memory request, the rest by default, and room for
+	// every volume in the ephemeral-storage limit.
+	wantResources := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:              resource.MustParse("500m"),
+			corev1.ResourceMemory:           resource.MustParse("1Gi"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceCPU:              resource.MustParse("4"),
+			corev1.ResourceMemory:           resource.MustParse("8Gi"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("91Gi"), // 50 + 10 + 3×10 + 1
+		},
+	}
 	for _, c := range []corev1.Container{pull, build, push} {
-		if c.Image != cfg.BuilderImage || !reflect.DeepEqual(c.Resources, cfg.Placement.Resources) {
-			t.Errorf("%s: image %s, resources %v", c.Name, c.Image, c.Resources)
+		if c.Image != cfg.BuilderImage || !equalResources(c.Resources, wantResources) {
+			t.Errorf("%s: image %s, resources %v, want %v", c.Name, c.Image, c.Resources, wantResources)
 		}
 		if want := []string{"/bin/bash", InputsDir + "/build.sh", c.Name}; !reflect.DeepEqual(c.Command, want) || len(c.Args) > 0 {
 			t.Errorf("%s: command %q %q, want %q", c.Name, c.Command, c.Args, want)
@@ -243,16 +258,20 @@ func TestObjects(t *testing.T) {
 		return out
 	}
 	common := map[string]string{
-		"STRATA_STORAGE":             StorageDir,
 		"STRATA_SCRATCH":             ScratchDir,
 		"STRATA_INSECURE_REGISTRIES": "127.0.0.1:5000",
-		"STRATA_STORAGE_DRIVER":      "vfs",
 		"STRATA_TERMINATION_LOG":     "/dev/termination-log",
-		"STRATA_PLATFORM":            "linux/amd64",
 	}
-	with := func(m map[string]string) map[string]string {
-		for k, v := range common {
-			m[k] = v
+	storage := map[string]string{
+		"STRATA_STORAGE":        StorageDir,
+		"STRATA_STORAGE_DRIVER": "vfs",
+		"STRATA_PLATFORM":       "linux/amd64",
+	}
+	with := func(m map[string]string, more ...map[string]string) map[string]string {
+		for _, add := range append(more, common) {
+			for k, v := range add {
+				m[k] = v
+			}
 		}
 		return m
 	}
@@ -260,14 +279,16 @@ func TestObjects(t *testing.T) {
 		ContainerPull: with(map[string]string{
 			"STRATA_BASE_IMAGES":   "1 127.0.0.1:5000/os/base@sha256:" + strings.Repeat("0", 64),
 			"STRATA_BASE_AUTHFILE": BaseSecretDir + "/auth.json",
-		}),
+		}, storage),
 		ContainerBuild: with(map[string]string{
+			"STRATA_LAYOUT":          LayoutDir,
 			"STRATA_CONTEXT_ARCHIVE": InputsDir + "/context.tar.gz",
 			"STRATA_STEPS":           InputsDir + "/steps",
 			// Sorted by key; a value may hold "=".
 			"STRATA_ANNOTATIONS": "b=x=y\norg.opencontainers.image.base.name=127.0.0.1:5000/os/base@sha256:" + strings.Repeat("0", 64),
-		}),
+		}, storage),
 		ContainerPush: with(map[string]string{
+			"STRATA_LAYOUT":        LayoutDir,
 			"STRATA_PUSH_SPEC":     req.PushSpec,
 			"STRATA_PUSH_AUTHFILE": PushSecretDir + "/auth.json",
 		}),
@@ -277,25 +298,45 @@ func TestObjects(t *testing.T) {
 			t.Errorf("%s env %v, want %v", c.Name, got, wantEnv[c.Name])
 		}
 	}
-	// Each container has its own scratch directory; the storage is shared.
+	// Each container has its own scratch directory. The pull and build
+	// share buildah's storage; the push, which holds the push secret,
+	// mounts none of it, and reads the build's OCI layout read-only.
 	scratch := map[string]bool{}
+	shared := map[string][]string{}
 	for _, c := range []corev1.Container{pull, build, push} {
 		for _, m := range c.VolumeMounts {
+			v := volumes[m.Name]
+			if v.EmptyDir != nil {
+				want := map[string]string{ScratchDir: "10Gi", StorageDir: "50Gi", LayoutDir: "10Gi"}[m.MountPath]
+				if v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.String() != want {
+					t.Errorf("%s's volume %s at %s has the size limit %v, want %s", c.Name, m.Name, m.MountPath, v.EmptyDir.SizeLimit, want)
+				}
+			}
 			switch m.MountPath {
 			case ScratchDir:
-				if scratch[m.Name] || volumes[m.Name].EmptyDir == nil {
+				if scratch[m.Name] || v.EmptyDir == nil {
 					t.Errorf("%s's scratch volume %s is shared or not an emptyDir", c.Name, m.Name)
 				}
 				scratch[m.Name] = true
-			case StorageDir:
-				if m.Name != "storage" || volumes[m.Name].EmptyDir == nil {
-					t.Errorf("%s's storage is volume %s", c.Name, m.Name)
+			case StorageDir, LayoutDir:
+				if v.EmptyDir == nil {
+					t.Errorf("%s's %s is volume %s, not an emptyDir", c.Name, m.MountPath, m.Name)
 				}
+				if c.Name == ContainerPush && (m.MountPath != LayoutDir || !m.ReadOnly) {
+					t.Errorf("the push container mounts %s at %s (read-only: %v); want only the layout, read-only", m.Name, m.MountPath, m.ReadOnly)
+				}
+				shared[m.MountPath+" "+m.Name] = append(shared[m.MountPath+" "+m.Name], c.Name)
 			}
 		}
 	}
 	if len(scratch) != 3 {
 		t.Errorf("%d scratch volumes, want one for each container", len(scratch))
+	}
+	if want := map[string][]string{StorageDir + " storage": {ContainerPull, ContainerBuild}, LayoutDir + " layout": {ContainerBuild, ContainerPush}}; !reflect.DeepEqual(shared, want) {
+		t.Errorf("shared volumes %v, want %v", shared, want)
+	}
+	if ps.HostUsers != nil {
+		t.Errorf("hostUsers %v, want it unset when not configured", *ps.HostUsers)
 	}
 	checkSecurityContexts(t, ps)
 
@@ -325,6 +366,96 @@ func TestObjects(t *testing.T) {
 	}
 	if !reflect.DeepEqual(inputs, inputs2) || !reflect.DeepEqual(job, job2) {
 		t.Error("Objects is not deterministic")
+	}
+}
+
+// equalResources compares requirements by quantity, not by spelling.
+func equalResources(a, b corev1.ResourceRequirements) bool {
+	eq := func(x, y corev1.ResourceList) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			if w, ok := y[k]; !ok || v.Cmp(w) != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return eq(a.Requests, b.Requests) && eq(a.Limits, b.Limits)
+}
+
+// Requests and limits, emptyDir size limits and hostUsers come from the
+// configuration; what it leaves unset has its default, and limits that
+// cannot work are refused naming the field.
+func TestObjectsResources(t *testing.T) {
+	cfg, req := testRequest()
+	cfg.Placement.Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+	}
+	cfg.VolumeSizeLimits = VolumeSizeLimits{Storage: ptr.To(resource.MustParse("8Gi")), Scratch: ptr.To(resource.MustParse("512Mi"))}
+	cfg.HostUsers = ptr.To(false)
+	_, job, err := Objects(cfg, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := job.Spec.Template.Spec
+	want := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:              resource.MustParse("100m"),
+			corev1.ResourceMemory:           resource.MustParse("1Gi"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceCPU:              resource.MustParse("4"),
+			corev1.ResourceMemory:           resource.MustParse("2Gi"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("20992Mi"), // 8Gi + 10Gi + 3×512Mi + 1Gi
+		},
+	}
+	for _, c := range slices.Concat(ps.InitContainers, ps.Containers) {
+		if !equalResources(c.Resources, want) {
+			t.Errorf("%s: resources %v, want %v", c.Name, c.Resources, want)
+		}
+	}
+	sizes := map[string]string{}
+	for _, v := range ps.Volumes {
+		if v.EmptyDir != nil {
+			sizes[v.Name] = v.EmptyDir.SizeLimit.String()
+		}
+	}
+	if want := map[string]string{"storage": "8Gi", "layout": "10Gi", "pull-scratch": "512Mi", "build-scratch": "512Mi", "push-scratch": "512Mi"}; !reflect.DeepEqual(sizes, want) {
+		t.Errorf("emptyDir size limits %v, want %v", sizes, want)
+	}
+	if ps.HostUsers == nil || *ps.HostUsers {
+		t.Errorf("hostUsers %v, want false as configured", ps.HostUsers)
+	}
+
+	// An ephemeral-storage limit the configuration sets is kept.
+	cfg.Placement.Resources.Limits[corev1.ResourceEphemeralStorage] = resource.MustParse("30Gi")
+	if _, job, err = Objects(cfg, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := job.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceEphemeralStorage]; got.String() != "30Gi" {
+		t.Errorf("ephemeral-storage limit %s, want the configured 30Gi", got.String())
+	}
+
+	for name, edit := range map[string]func(*Config){
+		"volumeSizeLimits.layout": func(c *Config) { c.VolumeSizeLimits.Layout = ptr.To(resource.MustParse("0")) },
+		"the memory request 3Gi is above its limit 2Gi": func(c *Config) {
+			c.Placement.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("3Gi")
+		},
+	} {
+		bad, _ := testRequest()
+		bad.Placement.Resources = *cfg.Placement.Resources.DeepCopy()
+		bad.VolumeSizeLimits = cfg.VolumeSizeLimits
+		edit(&bad)
+		if _, _, err := Objects(bad, req); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: error %v, want one naming it", name, err)
+		}
+		if err := CheckResources(bad); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("CheckResources, %s: error %v, want one naming it", name, err)
+		}
 	}
 }
 
@@ -583,7 +714,8 @@ func TestObjectsArchitecture(t *testing.T) {
 	if got := ps.NodeSelector[ArchLabel]; got != "arm64" {
 		t.Errorf("node selector %v, want %s=arm64", ps.NodeSelector, ArchLabel)
 	}
-	for _, c := range slices.Concat(ps.InitContainers, ps.Containers) {
+	// The push copies a layout as it is: it pulls and builds nothing.
+	for _, c := range ps.InitContainers {
 		if !slices.Contains(c.Env, corev1.EnvVar{Name: "STRATA_PLATFORM", Value: "linux/arm64"}) {
 			t.Errorf("container %s is not told the platform: %v", c.Name, c.Env)
 		}

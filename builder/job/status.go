@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/imageref"
+	"github.com/strata-dev/strata/internal/status"
 )
 
 // Phase is where a build stands.
@@ -71,12 +73,6 @@ type TerminationMessage struct {
 	LogTail string             `json:"logTail,omitempty"`
 }
 
-// Bounds of the BuildFailure fields (the API's validation).
-const (
-	maxMessage = 4096
-	maxLogTail = 16384
-)
-
 // Interpret derives a build's status from its Job and the Job's pods
 // (those with PodLabels). A nil Job is Pending.
 func Interpret(job *batchv1.Job, pods []corev1.Pod) Status {
@@ -101,7 +97,7 @@ func Interpret(job *batchv1.Job, pods []corev1.Pod) Status {
 			return st
 		}
 		st.Phase = PhaseFailed
-		st.Failure = bound(&v1alpha1.BuildFailure{
+		st.Failure = BoundFailure(&v1alpha1.BuildFailure{
 			Step:    v1alpha1.BuildStepUnknown,
 			Message: fmt.Sprintf("build pod %s succeeded but did not report the pushed image's digest in its termination message", succeeded.Name),
 			LogTail: tailOf(msg, tm),
@@ -137,7 +133,7 @@ func Interpret(job *batchv1.Job, pods []corev1.Pod) Status {
 	for i := range pods {
 		failure, retry := startFailure(&pods[i], time.Now())
 		if failure != nil {
-			st.Phase, st.Failure, st.StopJob, st.RetryAfter = PhaseFailed, bound(failure), true, 0
+			st.Phase, st.Failure, st.StopJob, st.RetryAfter = PhaseFailed, BoundFailure(failure), true, 0
 			return st
 		}
 		if retry > 0 && (st.RetryAfter == 0 || retry < st.RetryAfter) {
@@ -149,8 +145,8 @@ func Interpret(job *batchv1.Job, pods []corev1.Pod) Status {
 
 // startFailure says why a pending pod cannot start, in the kubelet's or
 // the scheduler's words: an image that cannot be pulled (the builder
-// image, usually) at once, a pod the scheduler cannot place once it has
-// waited StartGrace. Otherwise it returns how long until that grace ends,
+// image, usually) at once; a pod the scheduler cannot place, or one the
+// runtime makes no sandbox for, once it has waited StartGrace. Otherwise it returns how long until that grace ends,
 // or zero.
 func startFailure(pod *corev1.Pod, now time.Time) (*v1alpha1.BuildFailure, time.Duration) {
 	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodPending {
@@ -163,15 +159,24 @@ func startFailure(pod *corev1.Pod, now time.Time) (*v1alpha1.BuildFailure, time.
 		}
 	}
 	for _, c := range pod.Status.Conditions {
-		if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable {
+		var why string
+		switch {
+		case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable:
+			why = "cannot be scheduled"
+		case c.Type == corev1.PodReadyToStartContainers && c.Status == corev1.ConditionFalse:
+			// The runtime makes a sandbox in seconds, or never: a
+			// runtime without user namespace support refuses one for
+			// hostUsers: false, and says so only in an Event.
+			why = "has no sandbox: the node's runtime could not make one (its Events say why; a runtime without user namespace support refuses hostUsers: false)"
+		default:
 			continue
 		}
 		waited := now.Sub(c.LastTransitionTime.Time)
 		if waited < StartGrace {
 			return nil, StartGrace - waited
 		}
-		return &v1alpha1.BuildFailure{Step: v1alpha1.BuildStepPrepare, Message: fmt.Sprintf(
-			"build pod %s cannot be scheduled (waited %s): %s", pod.Name, waited.Round(time.Second), c.Message)}, 0
+		return &v1alpha1.BuildFailure{Step: v1alpha1.BuildStepPrepare, Message: strings.TrimSuffix(fmt.Sprintf(
+			"build pod %s %s (waited %s): %s", pod.Name, why, waited.Round(time.Second), c.Message), ": ")}, 0
 	}
 	return nil, 0
 }
@@ -220,7 +225,7 @@ func jobFailure(job *batchv1.Job, cond *batchv1.JobCondition, pod *corev1.Pod) *
 		if why == "" {
 			why = fmt.Sprintf("Job %s failed: %s %s", job.Name, cond.Reason, cond.Message)
 		}
-		return bound(&v1alpha1.BuildFailure{Step: v1alpha1.BuildStepUnknown, Message: why})
+		return BoundFailure(&v1alpha1.BuildFailure{Step: v1alpha1.BuildStepUnknown, Message: why})
 	}
 	if why != "" {
 		if cond.Reason == batchv1.JobReasonDeadlineExceeded && f.Step == v1alpha1.BuildStepUnknown {
@@ -229,7 +234,7 @@ func jobFailure(job *batchv1.Job, cond *batchv1.JobCondition, pod *corev1.Pod) *
 			f.Message += " (" + why + ")"
 		}
 	}
-	return bound(f)
+	return BoundFailure(f)
 }
 
 // podFailure reads the termination message of a failed pod's failed
@@ -365,22 +370,38 @@ func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCond
 	return nil
 }
 
-// bound keeps a failure within the API's limits, keeping the end of the
-// log, which says the most.
-func bound(f *v1alpha1.BuildFailure) *v1alpha1.BuildFailure {
-	if len(f.Message) > maxMessage {
-		f.Message = f.Message[:maxMessage-3] + "..."
+// BoundFailure keeps a failure within the API's limits, so that the
+// status write that reports it is never refused for its length: the
+// message keeps its start (what failed), the log its end (what buildah
+// said last); each is cut at a character boundary and marked. Bytes that
+// are not UTF-8 (a log is whatever a RUN step printed) are replaced
+// first, since the API stores only valid UTF-8.
+func BoundFailure(f *v1alpha1.BuildFailure) *v1alpha1.BuildFailure {
+	if f == nil {
+		return nil
 	}
-	if len(f.LogTail) > maxLogTail {
-		f.LogTail = f.LogTail[len(f.LogTail)-maxLogTail:]
-	}
+	f.Message = status.Truncate(strings.ToValidUTF8(f.Message, "\uFFFD"), v1alpha1.MaxBuildFailureMessage)
+	f.LogTail = keepTail(strings.ToValidUTF8(f.LogTail, "\uFFFD"), v1alpha1.MaxBuildFailureLogTail)
 	if f.Message == "" {
 		f.Message = "the build failed without saying why"
 	}
-	// Cutting bytes may split a character; the API stores valid UTF-8.
-	f.Message = strings.ToValidUTF8(f.Message, "")
-	f.LogTail = strings.ToValidUTF8(f.LogTail, "")
 	return f
+}
+
+// cutMarker starts a log tail whose beginning was cut.
+const cutMarker = "[...] "
+
+// keepTail cuts s to its last n bytes at most, starting at a character
+// and marked, when it is longer.
+func keepTail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	start := len(s) - (n - len(cutMarker))
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return cutMarker + s[start:]
 }
 
 func orDefault(s, d string) string {

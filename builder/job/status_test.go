@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -198,8 +199,57 @@ func TestInterpretBoundsFailure(t *testing.T) {
 	if f == nil || len(f.LogTail) > 16384 || len(f.Message) > 4096 {
 		t.Fatalf("failure not bounded: %d/%d bytes", len(f.Message), len(f.LogTail))
 	}
-	if !strings.HasSuffix(long, f.LogTail) {
-		t.Error("log tail is not the end of the log, whole characters")
+	if tail, ok := strings.CutPrefix(f.LogTail, cutMarker); !ok || !strings.HasSuffix(long, tail) {
+		t.Error("log tail is not the marker and the end of the log, whole characters")
+	}
+}
+
+// BoundFailure cuts what a builder or a registry said to the API's limits,
+// at character boundaries, with a marker where it cut; what fits is left
+// as it is, and bytes that are not UTF-8 are replaced.
+func TestBoundFailure(t *testing.T) {
+	cases := []struct {
+		name                string
+		in                  v1alpha1.BuildFailure
+		message, logTail    string // the whole, when not cut
+		messageCut, tailCut bool
+	}{
+		{name: "fits", in: v1alpha1.BuildFailure{Message: "RUN false: exit status 1", LogTail: "a\nb"},
+			message: "RUN false: exit status 1", logTail: "a\nb"},
+		{name: "empty message", in: v1alpha1.BuildFailure{}, message: "the build failed without saying why"},
+		{name: "exactly at the limits", in: v1alpha1.BuildFailure{Message: strings.Repeat("m", v1alpha1.MaxBuildFailureMessage), LogTail: strings.Repeat("l", v1alpha1.MaxBuildFailureLogTail)},
+			message: strings.Repeat("m", v1alpha1.MaxBuildFailureMessage), logTail: strings.Repeat("l", v1alpha1.MaxBuildFailureLogTail)},
+		{name: "two-byte characters over", in: v1alpha1.BuildFailure{Message: strings.Repeat("é", 5000), LogTail: strings.Repeat("é", 9000)}, messageCut: true, tailCut: true},
+		{name: "four-byte characters over", in: v1alpha1.BuildFailure{Message: "x" + strings.Repeat("😀", 2000), LogTail: "x" + strings.Repeat("😀", 5000)}, messageCut: true, tailCut: true},
+		{name: "invalid bytes", in: v1alpha1.BuildFailure{Message: "bad \xff byte", LogTail: "\xfe"}, message: "bad \uFFFD byte", logTail: "\uFFFD"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := c.in
+			f := BoundFailure(&in)
+			for _, v := range []struct {
+				what, got, whole, original string
+				limit                      int
+				cut                        bool
+			}{
+				{"message", f.Message, c.message, c.in.Message, v1alpha1.MaxBuildFailureMessage, c.messageCut},
+				{"log tail", f.LogTail, c.logTail, c.in.LogTail, v1alpha1.MaxBuildFailureLogTail, c.tailCut},
+			} {
+				if len(v.got) > v.limit || !utf8.ValidString(v.got) {
+					t.Errorf("%s of %d bytes (valid UTF-8: %v), limit %d", v.what, len(v.got), utf8.ValidString(v.got), v.limit)
+				}
+				switch {
+				case !v.cut && v.got != v.whole:
+					t.Errorf("%s %q, want %q", v.what, v.got, v.whole)
+				case v.cut && v.what == "message" && (!strings.HasSuffix(v.got, "...") || !strings.HasPrefix(v.original, strings.TrimSuffix(v.got, "..."))):
+					t.Errorf("message not cut to its start and a marker: ...%q", v.got[max(0, len(v.got)-20):])
+				case v.cut && v.what == "log tail" && (!strings.HasPrefix(v.got, cutMarker) || !strings.HasSuffix(v.original, strings.TrimPrefix(v.got, cutMarker))):
+					t.Errorf("log tail not cut to a marker and its end: %q...", v.got[:min(len(v.got), 20)])
+				case v.cut && len(v.got) < v.limit-4:
+					t.Errorf("%s cut to %d bytes, more than a character short of %d", v.what, len(v.got), v.limit)
+				}
+			}
+		})
 	}
 }
 
@@ -227,6 +277,25 @@ func TestInterpretPodThatCannotStart(t *testing.T) {
 	if st.Phase != PhaseFailed || !st.StopJob || st.Failure == nil || st.Failure.Step != v1alpha1.BuildStepPrepare ||
 		!strings.Contains(st.Failure.Message, "ImagePullBackOff") || !strings.Contains(st.Failure.Message, "builder:gone") {
 		t.Errorf("image pull failure: %+v (failure %+v), want Failed with the kubelet's reason and the image", st, st.Failure)
+	}
+
+	// A pod the runtime cannot make a sandbox for (hostUsers: false on a
+	// runtime without user namespaces) waits, then fails.
+	noSandbox := func(since time.Duration) []corev1.Pod {
+		return pending(corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, Reason: "PodSandboxNotReady",
+				Message: "no pod sandbox exists", LastTransitionTime: metav1.NewTime(time.Now().Add(-since))},
+		}})
+	}
+	st = Interpret(jb, noSandbox(10*time.Second))
+	if st.Phase != PhasePending || st.RetryAfter <= 0 || st.RetryAfter > StartGrace-9*time.Second {
+		t.Errorf("no sandbox for 10s: %+v, want Pending and a look again within %s", st, StartGrace-10*time.Second)
+	}
+	st = Interpret(jb, noSandbox(StartGrace+time.Second))
+	if st.Phase != PhaseFailed || !st.StopJob || st.Failure == nil || st.Failure.Step != v1alpha1.BuildStepPrepare ||
+		!strings.Contains(st.Failure.Message, "sandbox") || !strings.Contains(st.Failure.Message, "hostUsers") {
+		t.Errorf("no sandbox past the grace: %+v (failure %+v), want Failed saying the runtime made no sandbox", st, st.Failure)
 	}
 
 	st = Interpret(jb, unschedulable(10*time.Second))

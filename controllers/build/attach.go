@@ -113,6 +113,7 @@ func (r *Reconciler) artifacts(s *scope, in *inputs, image string) ([]referrers.
 		Image:                     repo,
 		ImageDigest:               digest,
 		BaseImage:                 in.base,
+		AdminStage:                adminStageOf(s.build),
 		Pool:                      s.pool.Name,
 		RenderedConfig:            in.rendered.Name,
 		MachineOSConfig:           s.mosc.Name,
@@ -130,6 +131,17 @@ func (r *Reconciler) artifacts(s *scope, in *inputs, image string) ([]referrers.
 		{Type: sbom.ArtifactType, Data: doc},
 		{Type: provenance.ArtifactType, Data: statement},
 	}, nil
+}
+
+// adminStageOf is the admin stage image a ConfigLayer build added its
+// configuration to, by digest; "" when it has none of its own (the stage
+// is the base, or the build ran as one Job).
+func adminStageOf(b *v1alpha1.MachineOSBuild) string {
+	st := findStage(b, v1alpha1.BuildStageAdmin)
+	if b.Status.Strategy != v1alpha1.ConfigLayerStrategy || st == nil || st.Image == b.Status.BaseImagePullSpec {
+		return ""
+	}
+	return st.Image
 }
 
 // refused tells a registry's refusal (a 4xx other than a timeout or a

@@ -158,7 +158,11 @@ func (f *fixture) expectedArtifacts(b *v1alpha1.MachineOSBuild) (sbomDoc, statem
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	statement, err = provenance.Generate(provenance.Input{Image: repo, ImageDigest: digest, BaseImage: b.Status.BaseImagePullSpec,
+	var admin string
+	if st := findStage(b, v1alpha1.BuildStageAdmin); b.Status.Strategy == v1alpha1.ConfigLayerStrategy && st != nil && st.Image != b.Status.BaseImagePullSpec {
+		admin = st.Image
+	}
+	statement, err = provenance.Generate(provenance.Input{Image: repo, ImageDigest: digest, BaseImage: b.Status.BaseImagePullSpec, AdminStage: admin,
 		Pool: f.name, RenderedConfig: rendered.Name, MachineOSConfig: mosc.Name, MachineOSConfigGeneration: mosc.Generation,
 		Strategy: string(b.Status.Strategy), Containerfile: res.Containerfile, InputHash: res.InputHash,
 		BuilderID: BuilderID, BuilderVersion: version.Version})

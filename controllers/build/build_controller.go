@@ -83,7 +83,8 @@ const (
 	secretIndex = "strata.build.secrets"
 	// poolIndex: MachineOSConfigs by the pool they layer.
 	poolIndex = "strata.build.pool"
-	// nodeImageIndex: Nodes by the images they run or are to run.
+	// nodeImageIndex: Nodes by the images they run, are to run, or
+	// booted first.
 	nodeImageIndex = "strata.build.nodeImage"
 	// layeredByIndex: pools by the MachineOSConfig that claimed them.
 	layeredByIndex = "strata.build.layeredBy"
@@ -188,10 +189,12 @@ func secretsOf(o client.Object) []string {
 	return names
 }
 
-// imagesOfNode are the images a node runs or is to run.
+// imagesOfNode are the images a node runs, is to run, or booted before
+// Strata first changed it (originalImage, where the node goes back when
+// its pool stops being layered, which may be an image Strata built).
 func imagesOfNode(o client.Object) []string {
 	var images []string
-	for _, a := range []string{v1alpha1.CurrentImageAnnotation, v1alpha1.DesiredImageAnnotation} {
+	for _, a := range []string{v1alpha1.CurrentImageAnnotation, v1alpha1.DesiredImageAnnotation, v1alpha1.OriginalImageAnnotation} {
 		if v := o.GetAnnotations()[a]; v != "" {
 			images = append(images, v)
 		}
@@ -226,6 +229,8 @@ type scope struct {
 	// removeAnnotations are requests (rebuild, resolve-base) handled in
 	// this reconcile, taken off the MachineOSConfig at its end.
 	removeAnnotations []string
+	// missing is the current image when the registry no longer has it.
+	missing string
 }
 
 // afterWrite runs fn once the build's status is written.
@@ -279,6 +284,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := status.Patch(ctx, r.Client, before, mosc); err != nil {
 		return ctrl.Result{}, fmt.Errorf("patch status of MachineOSConfig %s: %w", mosc.Name, err)
 	}
+	r.eventMissing(s, before)
 	if err := r.setPoolStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -339,15 +345,26 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 
 	switch {
 	case isTrue(s.build, v1alpha1.BuildSucceeded):
-		ok, err := r.Registry.Exists(ctx, s.build.Status.DigestedImagePushSpec, s.pushKC)
+		image := s.build.Status.DigestedImagePushSpec
+		ok, err := r.Registry.Exists(ctx, image, s.pushKC)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			// The image was deleted from the registry: build it again.
-			log.FromContext(ctx).Info("Image gone from the registry, building again", "build", s.build.Name, "image", s.build.Status.DigestedImagePushSpec)
-			r.Recorder.Eventf(s.build, nil, corev1.EventTypeNormal, "ImageGone", "Rebuild",
-				"Image %s is no longer in the registry; building again", s.build.Status.DigestedImagePushSpec)
+		switch {
+		case !ok && image == s.mosc.Status.CurrentImagePullSpec:
+			// The image nodes are to run is gone. A rebuild would roll a
+			// new image to every node for no change of theirs (and one
+			// whose RUN steps fetch something would differ), on the word
+			// of a 404 that may be the registry's mistake: it is
+			// reported, checked again, and rebuilt only when asked.
+			s.missing = image
+			s.requeue(retryInputs)
+		case !ok:
+			// An older build's image, which the inputs went back to, is
+			// gone: build it again, since nodes get a new image anyway.
+			log.FromContext(ctx).Info("Image gone from the registry, building again", "build", s.build.Name, "image", image)
+			r.Recorder.Eventf(s.build, nil, corev1.EventTypeWarning, "ImageGone", "Rebuild",
+				"%s", status.Truncate("Image "+image+" is no longer in the registry; building again", 1024))
 			// Deleting an owned build brings the next reconcile.
 			return r.deleteBuild(ctx, s.build)
 		}
@@ -359,6 +376,7 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 			return err
 		}
 	}
+	r.recordAdminStage(s, in)
 	return r.collectGarbage(ctx, s)
 }
 
@@ -496,6 +514,21 @@ func (r *Reconciler) finalize(ctx context.Context, mosc *v1alpha1.MachineOSConfi
 		return r.Client.Update(ctx, mosc)
 	}
 	return nil
+}
+
+// eventMissing says, once when it is found, that the current image is
+// gone from the registry.
+func (r *Reconciler) eventMissing(s *scope, before *v1alpha1.MachineOSConfig) {
+	if s.missing == "" {
+		return
+	}
+	if was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConfigDegraded); was != nil && was.Reason == v1alpha1.ReasonCurrentImageMissing {
+		return
+	}
+	// An Event's note takes at most 1 KiB, and an image name alone may.
+	r.Recorder.Eventf(s.mosc, s.build, corev1.EventTypeWarning, v1alpha1.ReasonCurrentImageMissing, "Check", "%s", status.Truncate(fmt.Sprintf(
+		"Image %s of build %s, which the pool's nodes are to run, is not in the registry; it is not rebuilt unless asked (annotation %s)",
+		s.missing, s.build.Name, v1alpha1.RebuildAnnotation), 1024))
 }
 
 // logProblem logs a change of what keeps the MachineOSConfig from being

@@ -672,13 +672,16 @@ func TestRebuildAnnotation(t *testing.T) {
 	})
 }
 
+// Garbage collection spares the images nodes run, are to run, or
+// booted before Strata first changed them (originalImage: where a node
+// returns when its pool stops being layered).
 func TestHistorySparesImagesNodesUse(t *testing.T) {
 	f := newFixture(t, "hist")
 	startController(t, f.reg, 1)
 	f.mosc()
 	var builds []*v1alpha1.MachineOSBuild
 	var images []string
-	for v := 1; v <= 4; v++ {
+	for v := 1; v <= 5; v++ {
 		if v > 1 {
 			f.setRendered(fmt.Sprint(v))
 		}
@@ -689,9 +692,17 @@ func TestHistorySparesImagesNodesUse(t *testing.T) {
 		b := waitBuild(t, "hist", not...)
 		images = append(images, f.succeed(b))
 		builds = append(builds, waitCondition(t, b.Name, v1alpha1.BuildSucceeded))
-		if v == 1 {
+		var annotation string
+		switch v {
+		case 1:
 			// A node still runs the first image.
-			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "hist-node", Annotations: map[string]string{v1alpha1.CurrentImageAnnotation: images[0]}}}
+			annotation = v1alpha1.CurrentImageAnnotation
+		case 2:
+			// Another booted the second before Strata changed it.
+			annotation = v1alpha1.OriginalImageAnnotation
+		}
+		if annotation != "" {
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("hist-node-%d", v), Annotations: map[string]string{annotation: images[v-1]}}}
 			f.create(node)
 			t.Cleanup(func() {
 				if err := env.Client.Delete(context.Background(), node); err != nil && !apierrors.IsNotFound(err) {
@@ -700,26 +711,29 @@ func TestHistorySparesImagesNodesUse(t *testing.T) {
 			})
 		}
 	}
-	// Kept: the current (4), the one a node runs (1), and one more of
-	// history (3). Build 2 goes with its image.
-	eventually(t, "build 2 is collected", func() error {
-		if _, err := getBuild(builds[1].Name); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("build 2: %w", err)
+	// Kept: the current (5), the one a node runs (1), the one a node
+	// booted first (2), and one more of history (4). Build 3 goes with
+	// its image.
+	eventually(t, "build 3 is collected", func() error {
+		if _, err := getBuild(builds[2].Name); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("build 3: %w", err)
 		}
 		return nil
 	})
-	for _, i := range []int{0, 2, 3} {
+	for _, i := range []int{0, 1, 3, 4} {
 		if _, err := getBuild(builds[i].Name); err != nil {
 			t.Errorf("build %d: %v", i+1, err)
 		}
 	}
-	ref, _ := name.ParseReference(images[1], name.Insecure)
+	ref, _ := name.ParseReference(images[2], name.Insecure)
 	if _, err := remote.Head(ref, remote.WithAuth(f.reg.Auth())); err == nil {
 		t.Error("the image of the collected build is still in the registry")
 	}
-	ref, _ = name.ParseReference(images[0], name.Insecure)
-	if _, err := remote.Head(ref, remote.WithAuth(f.reg.Auth())); err != nil {
-		t.Errorf("the image a node runs was deleted: %v", err)
+	for i, what := range map[int]string{0: "a node runs", 1: "a node booted before Strata changed it"} {
+		ref, _ = name.ParseReference(images[i], name.Insecure)
+		if _, err := remote.Head(ref, remote.WithAuth(f.reg.Auth())); err != nil {
+			t.Errorf("the image %s was deleted: %v", what, err)
+		}
 	}
 }
 

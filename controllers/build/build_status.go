@@ -87,6 +87,12 @@ func setConfigStatus(s *scope) {
 		mosc.Status.MachineOSBuild = &v1alpha1.LocalObjectReference{Name: s.build.Name}
 		b := s.build
 		switch {
+		case isTrue(b, v1alpha1.BuildSucceeded) && s.missing != "":
+			msg := fmt.Sprintf("Image %s of build %s, which the pool's nodes are to run, is not in the registry: nodes that run it keep it, nodes that need it cannot pull it. "+
+				"It is not rebuilt on its own, since a rebuilt image would be rolled out to every node again: push it back, or annotate the MachineOSConfig with %s to build it again",
+				s.missing, b.Name, v1alpha1.RebuildAnnotation)
+			degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.ReasonCurrentImageMissing, msg
+			ready.Reason, ready.Message = v1alpha1.ReasonCurrentImageMissing, "The current image "+s.missing+" is not in the registry"
 		case isTrue(b, v1alpha1.BuildSucceeded):
 			mosc.Status.CurrentImagePullSpec = b.Status.DigestedImagePushSpec
 			ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.ReasonBuildSucceeded, "Image "+b.Status.DigestedImagePushSpec+" is built from the current inputs"

@@ -22,15 +22,22 @@ type Config struct {
 	// Namespace holds the build Jobs, their Secrets and the Secrets
 	// MachineOSConfigs name.
 	Namespace string `json:"namespace,omitempty"`
-	// BuilderImage runs the builds (Debian + buildah).
+	// BuilderImage runs the builds (Debian with buildah, skopeo and jq).
 	BuilderImage string `json:"builderImage"`
 	// Arch is the nodes' architecture, which picks the Containerfile
 	// entry (amd64, arm64, ppc64le, s390x).
 	Arch string `json:"arch,omitempty"`
 	// Placement of build pods (node selector, tolerations, affinity,
 	// resources, host network); by default they stay off control-plane
-	// nodes.
+	// nodes, and resources left unset take job.DefaultResources.
 	Placement job.Placement `json:"placement,omitempty"`
+	// VolumeSizeLimits bound the build pods' emptyDirs (storage, layout,
+	// scratch); unset ones take job.DefaultVolumeSizeLimits.
+	VolumeSizeLimits job.VolumeSizeLimits `json:"volumeSizeLimits,omitempty"`
+	// HostUsers, when false, runs build pods in a user namespace of their
+	// own (the pod's hostUsers). Unset leaves the field unset: a runtime
+	// without user namespace support cannot start such a pod.
+	HostUsers *bool `json:"hostUsers,omitempty"`
 	// BackoffLimit bounds the retries of a build Job.
 	BackoffLimit int32 `json:"backoffLimit,omitempty"`
 	// ActiveDeadlineSeconds bounds a build's run time.
@@ -67,6 +74,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BuilderImage == "" {
 		return c, errors.New("builderImage is required")
 	}
+	if err := job.CheckResources(c.jobConfig()); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -79,5 +89,7 @@ func (c Config) jobConfig() job.Config {
 		ActiveDeadlineSeconds: c.ActiveDeadlineSeconds,
 		InsecureRegistries:    c.InsecureRegistries,
 		Arch:                  platform(c.Arch).Architecture,
+		VolumeSizeLimits:      c.VolumeSizeLimits,
+		HostUsers:             c.HostUsers,
 	}
 }

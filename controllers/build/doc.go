@@ -4,12 +4,21 @@
 // to Succeeded, Failed or Interrupted, and points the MachineOSConfig at
 // the pushed image by digest.
 //
-// Two strategies (layer.go, run.go). ConfigLayer finds the admin stage in
-// the registry by the hash of its own inputs (or takes the base itself),
-// builds it in a Job (builder/job) only when it is absent, and appends the
-// configuration layer in the reconcile (builder/direct). SingleJob, and a
-// configuration that needs a RUN step of its own, build everything in one
-// Job.
+// Two strategies (layer.go, run.go). ConfigLayer keeps the admin stage in
+// the registry under a tag named by the hash of its own inputs (or takes
+// the base itself), builds it in a Job (builder/job) only when it has none,
+// and appends the configuration layer in the reconcile (builder/direct).
+// SingleJob, and a configuration that needs a RUN step of its own, build
+// everything in one Job.
+//
+// A tag is only where a stage is kept, never why it is trusted: whoever
+// can push to the repository can move it. The MachineOSConfig's
+// status.adminStages records the digest each admin stage Job pushed (from
+// the current build's status, on every reconcile, so a lost write is made
+// again), and a build reuses only that digest, while the registry has it.
+// A tag naming another image is reported (a Warning Event, the stage's
+// message) and not used. Garbage collection forgets a stage with its
+// image, and the provenance names the stage by digest.
 //
 // The base image is pinned by digest in the MachineOSConfig's status and
 // resolved again only on the configured interval or when the resolve-base
@@ -24,7 +33,12 @@
 // image's referrers with it.
 //
 // A build of the same inputs that already succeeded, and whose image is
-// still in the registry, is reused without a Job. New inputs interrupt a
+// still in the registry, is reused without a Job; if that build's image
+// is the current one and the registry has lost it, the MachineOSConfig is
+// Degraded (CurrentImageMissing) with an Event naming the image, and
+// nothing is rebuilt until the rebuild annotation asks, since a rebuilt
+// image would roll out to every node again. An older build's lost image
+// is built again (a Warning Event says so). New inputs interrupt a
 // running build. A failure leaves the previous image current, so nodes keep
 // what they run, and says what failed on the MachineOSBuild, the
 // MachineOSConfig and the pool (ImageBuildDegraded).

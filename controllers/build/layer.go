@@ -8,15 +8,19 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/direct"
 	"github.com/strata-dev/strata/builder/job"
 	"github.com/strata-dev/strata/internal/registry"
+	"github.com/strata-dev/strata/internal/status"
 )
 
 // layerTimeout bounds making and pushing the configuration layer. It is
@@ -32,8 +36,8 @@ const layerTimeout = 15 * time.Minute
 var baseTrees = direct.NewBaseCache(16)
 
 // runConfigLayer builds with the ConfigLayer strategy: the admin stage
-// (found in the registry, or built by a Job, or the base itself), then the
-// configuration layer on top, made and pushed here.
+// (one an earlier build's Job made, or built by a Job, or the base
+// itself), then the configuration layer on top, made and pushed here.
 func (r *Reconciler) runConfigLayer(ctx context.Context, s *scope, in *inputs) error {
 	b := s.build
 	admin := stageStatus(b, v1alpha1.BuildStageAdmin)
@@ -123,10 +127,16 @@ func (r *Reconciler) adminStage(ctx context.Context, s *scope, in *inputs, admin
 	}
 	tag := adminTag(s.mosc, stage.InputHash, r.Config.BuilderImage)
 	if admin.StartTime == nil {
-		// Built before, by this or another build of the same admin inputs?
-		found, err := r.Registry.Lookup(ctx, tag, s.pushKC)
+		// Built before, by an earlier build of the same admin inputs?
+		found, note, err := r.recordedAdminStage(ctx, s, tag)
 		if err != nil {
 			return false, err
+		}
+		if note != "" {
+			admin.Message = status.Truncate(note, 1024)
+			s.afterWrite(func() {
+				r.Recorder.Eventf(b, s.mosc, corev1.EventTypeWarning, "UntrustedAdminStage", "Build", "%s", status.Truncate(note, 1024))
+			})
 		}
 		if found != "" {
 			reuse(admin, found)
@@ -158,12 +168,116 @@ func (r *Reconciler) adminStage(ctx context.Context, s *scope, in *inputs, admin
 		r.finish(ctx, s, stateFailed, failure, "")
 		return false, nil
 	case job.PhaseRunning:
-		setBuildConditions(b, stateBuilding, "Job "+jobName+" is building the admin stage "+tag)
+		setBuildConditions(b, stateBuilding, withNote("Job "+jobName+" is building the admin stage "+tag, admin.Message))
 	default:
-		setBuildConditions(b, statePrepared, "Job "+jobName+" is waiting for its pod to build the admin stage "+tag)
+		setBuildConditions(b, statePrepared, withNote("Job "+jobName+" is waiting for its pod to build the admin stage "+tag, admin.Message))
 	}
 	r.eventBuilding(s, jobName)
 	return false, nil
+}
+
+// withNote is msg followed by what a stage noted, if anything.
+func withNote(msg, note string) string {
+	if note == "" {
+		return msg
+	}
+	return msg + ". " + note
+}
+
+// recordedAdminStage returns the admin stage kept at tag that a build Job
+// of this MachineOSConfig pushed, as recorded in its status.adminStages,
+// while the registry still has it; "" when there is none, and the stage
+// must be built. Whoever can push to the repository can move the tag, so
+// the tag alone is never trusted: one that names another image is not
+// used, and note says so, naming the tag and what it points to.
+func (r *Reconciler) recordedAdminStage(ctx context.Context, s *scope, tag string) (image, note string, err error) {
+	rec := findAdminStage(s.mosc, tag)
+	found, err := r.Registry.Lookup(ctx, tag, s.pushKC)
+	if err != nil {
+		return "", "", err
+	}
+	if rec != nil && found != "" && digestOf(found) == digestOf(rec.Image) {
+		return rec.Image, "", nil
+	}
+	if found != "" {
+		recordedAs := "no image was recorded for it"
+		if rec != nil {
+			recordedAs = "build " + rec.Build + " recorded " + digestOf(rec.Image)
+		}
+		note = fmt.Sprintf("Admin stage tag %s points to %s, which no build Job of MachineOSConfig %s pushed (%s); it is not used",
+			tag, digestOf(found), s.mosc.Name, recordedAs)
+	}
+	if rec == nil {
+		return "", note, nil
+	}
+	ok, err := r.Registry.Exists(ctx, rec.Image, s.pushKC)
+	if err != nil {
+		return "", "", err
+	}
+	if !ok {
+		// Gone from the registry: the stage is built again.
+		forgetAdminStage(s.mosc, rec.Image)
+		return "", note, nil
+	}
+	return rec.Image, note, nil
+}
+
+// maxAdminStages is how many admin stages a MachineOSConfig's status
+// records (the API's limit); the oldest is forgotten first, and is then
+// built again if asked for.
+const maxAdminStages = 8
+
+// recordAdminStage records the current build's admin stage in the
+// MachineOSConfig's status once the build's Job has pushed it, so that
+// later builds reuse it by this digest. It runs on every reconcile, so a
+// record lost with a failed status write is made again.
+func (r *Reconciler) recordAdminStage(s *scope, in *inputs) {
+	st := findStage(s.build, v1alpha1.BuildStageAdmin)
+	stage := in.result.Stages.Admin
+	if st == nil || stage == nil || st.Reused || st.Image == "" || st.Duration == nil || st.StartTime == nil {
+		return
+	}
+	tag := adminTag(s.mosc, stage.InputHash, r.Config.BuilderImage)
+	if !strings.HasPrefix(st.Image, repository(tag)+"@") {
+		return
+	}
+	if rec := findAdminStage(s.mosc, tag); rec != nil && rec.Image == st.Image && rec.Build == s.build.Name {
+		return
+	}
+	rec := v1alpha1.AdminStageRecord{Tag: tag, Image: st.Image, Build: s.build.Name, BuiltTime: metav1.NewTime(st.StartTime.Add(st.Duration.Duration))}
+	list := []v1alpha1.AdminStageRecord{rec}
+	for _, old := range s.mosc.Status.AdminStages {
+		if old.Tag != tag && len(list) < maxAdminStages {
+			list = append(list, old)
+		}
+	}
+	s.mosc.Status.AdminStages = list
+}
+
+// findAdminStage is the MachineOSConfig's record of the admin stage kept
+// at tag, or nil.
+func findAdminStage(mosc *v1alpha1.MachineOSConfig, tag string) *v1alpha1.AdminStageRecord {
+	for i := range mosc.Status.AdminStages {
+		if mosc.Status.AdminStages[i].Tag == tag {
+			return &mosc.Status.AdminStages[i]
+		}
+	}
+	return nil
+}
+
+// forgetAdminStage removes the records of an admin stage image that is
+// no longer in the registry.
+func forgetAdminStage(mosc *v1alpha1.MachineOSConfig, image string) {
+	mosc.Status.AdminStages = slices.DeleteFunc(mosc.Status.AdminStages, func(r v1alpha1.AdminStageRecord) bool { return r.Image == image })
+	if len(mosc.Status.AdminStages) == 0 {
+		mosc.Status.AdminStages = nil
+	}
+}
+
+// digestOf is the digest of repository@sha256:digest.
+func digestOf(image string) string {
+	_, d, _ := strings.Cut(image, "@")
+	return d
 }
 
 // reuse records an admin stage that needed no build.

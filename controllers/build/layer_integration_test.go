@@ -176,6 +176,21 @@ func TestConfigLayerOnTheBase(t *testing.T) {
 // Job was told to and reports its digest.
 func (f *fixture) playAdminJob(b *v1alpha1.MachineOSBuild) string {
 	f.t.Helper()
+	pushed := f.push(strings.TrimPrefix(f.adminPushSpec(b), f.reg.Host+"/"))
+	ref, _ := name.ParseReference(pushed, name.Insecure)
+	desc, err := remote.Head(ref, remote.WithAuth(f.reg.Auth()))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	msg, _ := json.Marshal(job.TerminationMessage{Digest: desc.Digest.String()})
+	finishPod(f.t, b, corev1.PodSucceeded, 0, string(msg))
+	return ref.Context().Name() + "@" + desc.Digest.String()
+}
+
+// adminPushSpec waits for the admin stage Job of a build and returns
+// where it is told to push: the admin stage's tag.
+func (f *fixture) adminPushSpec(b *v1alpha1.MachineOSBuild) string {
+	f.t.Helper()
 	j := &batchv1.Job{}
 	eventually(f.t, "the admin stage Job of "+b.Name, func() error {
 		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: job.JobName(b.Name)}, j)
@@ -189,15 +204,7 @@ func (f *fixture) playAdminJob(b *v1alpha1.MachineOSBuild) string {
 	if !strings.Contains(spec, ":admin-") {
 		f.t.Fatalf("the admin Job pushes to %q, want an admin- tag", spec)
 	}
-	pushed := f.push(strings.TrimPrefix(spec, f.reg.Host+"/"))
-	ref, _ := name.ParseReference(pushed, name.Insecure)
-	desc, err := remote.Head(ref, remote.WithAuth(f.reg.Auth()))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	msg, _ := json.Marshal(job.TerminationMessage{Digest: desc.Digest.String()})
-	finishPod(f.t, b, corev1.PodSucceeded, 0, string(msg))
-	return ref.Context().Name() + "@" + desc.Digest.String()
+	return spec
 }
 
 // With Containerfile content, the admin stage is built once by a Job and

@@ -204,7 +204,10 @@ func (r *Reconciler) finish(ctx context.Context, s *scope, state buildState, fai
 		b.Status.DigestedImagePushSpec = image
 		msg = "Pushed " + image
 	case stateFailed:
-		b.Status.Failure = failure
+		// What a builder or a registry said can be longer than the API
+		// takes; the write that says the build failed must not fail.
+		b.Status.Failure = job.BoundFailure(failure)
+		failure = b.Status.Failure
 		msg = failureMessage(failure)
 	}
 	setBuildConditions(b, state, msg)
@@ -295,7 +298,8 @@ func (r *Reconciler) deleteBuild(ctx context.Context, b *v1alpha1.MachineOSBuild
 // collectGarbage deletes finished builds beyond the history, newest kept,
 // with their images (and the images' referrers) and admin stages unless a
 // remaining build has them too; never the current build, nor one whose
-// image the MachineOSConfig or any node names as current or desired.
+// image the MachineOSConfig or any node names as current, desired or
+// original.
 func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 	builds, err := r.buildsOf(ctx, s.mosc.Name)
 	if err != nil {
@@ -377,6 +381,9 @@ func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 				r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "ImageNotDeleted", "GarbageCollect", "Could not delete %s: %v", image, err)
 				continue
 			}
+			// Never reused again, even if the same digest is pushed
+			// anew: a new push is a new build's to record.
+			forgetAdminStage(s.mosc, image)
 			log.FromContext(ctx).Info("Deleted an old image", "build", b.Name, "image", image)
 		}
 		if err := r.deleteBuild(ctx, b); err != nil {
@@ -388,7 +395,8 @@ func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 }
 
 // imageInUse says whether the MachineOSConfig's current image is image,
-// or any node runs it or is to run it.
+// or any node runs it, is to run it, or booted it before Strata changed
+// it.
 func (r *Reconciler) imageInUse(ctx context.Context, image, current string) (bool, error) {
 	if image == "" {
 		return false, nil
