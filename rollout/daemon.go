@@ -64,7 +64,8 @@ type Daemon struct {
 	Recorder events.EventRecorder
 	// NodeName is the daemon's own node.
 	NodeName string
-	// Namespace holds the pull secrets.
+	// Namespace holds the node pull secrets (strata-nodes, where the
+	// controller copies them; the daemon may get Secrets nowhere else).
 	Namespace string
 	// Root is the host's root directory.
 	Root *hostfs.Root

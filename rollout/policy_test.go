@@ -32,7 +32,7 @@ import (
 const daemonAccount = "strata-daemon"
 
 var installAccess = sync.OnceValue(func() error {
-	return env.Install(context.Background(), "config/rbac/daemon", "config/policy")
+	return env.Install(context.Background(), "config/nodes", "config/rbac/daemon", "config/policy")
 })
 
 // daemonClient returns a client with a token of the daemon's

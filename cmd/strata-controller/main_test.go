@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/test/testenv"
@@ -215,5 +218,63 @@ func TestShippedConfigs(t *testing.T) {
 		if fc.Build.BuilderImage == "" || fc.Build.Namespace != "strata-system" {
 			t.Errorf("%s: builderImage %q, namespace %q; want a builder image and strata-system", p, fc.Build.BuilderImage, fc.Build.Namespace)
 		}
+	}
+}
+
+// TestRenamedInstallRefused: config/default installed under another
+// namespace (a kustomize overlay's namespace, which rewrites the
+// manifests but not the ServiceAccount names inside the admission
+// policies' CEL) gives the controller that namespace, and the controller
+// refuses to start, naming both.
+func TestRenamedInstallRefused(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	base, err := filepath.Rel(dir, filepath.Join(root, "config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := fmt.Sprintf("namespace: renamed\nresources:\n- %s\n", base)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var podNamespace string
+	for _, r := range rm.Resources() {
+		if r.GetKind() != "Deployment" || r.GetName() != "strata-controller" {
+			continue
+		}
+		var d appsv1.Deployment
+		raw, err := r.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "POD_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace" {
+				// The downward API gives the pod its namespace.
+				podNamespace = d.Namespace
+			}
+		}
+	}
+	if podNamespace != "renamed" {
+		t.Fatalf("the renamed install's controller sees POD_NAMESPACE %q, want renamed (from the downward API)", podNamespace)
+	}
+	err = checkNamespace(podNamespace)
+	if err == nil || !strings.Contains(err.Error(), "renamed") || !strings.Contains(err.Error(), "strata-system") {
+		t.Errorf("controller in namespace renamed: %v, want a refusal naming renamed and strata-system", err)
+	}
+	if err := checkNamespace("strata-system"); err != nil {
+		t.Errorf("controller in strata-system: %v", err)
+	}
+	if err := checkNamespace(""); err != nil {
+		t.Errorf("controller outside a pod: %v", err)
 	}
 }
