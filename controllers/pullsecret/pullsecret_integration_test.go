@@ -253,7 +253,7 @@ func TestPolicyRefusesPushSecretAsPullSecret(t *testing.T) {
 		}
 		for _, want := range []string{"strata-machineosconfig-secrets", "spec.renderedImagePullSecret and spec.renderedImagePushSecret both name Secret registry-credentials", "push credentials"} {
 			if !strings.Contains(err.Error(), want) {
-				return fmt.Errorf("refusal %q does not say %q", err, want)
+				return fmt.Errorf("refusal %q does not say %q", err.Error(), want)
 			}
 		}
 		return nil
