@@ -221,41 +221,29 @@ func TestShippedConfigs(t *testing.T) {
 	}
 }
 
-// TestRenamedInstallRefused: config/default installed under another
-// namespace (a kustomize overlay's namespace, which rewrites the
-// manifests but not the ServiceAccount names inside the admission
-// policies' CEL) gives the controller that namespace, and the controller
-// refuses to start, naming both.
+// TestRenamedInstallRefused: Strata's install namespace cannot be
+// renamed, and both ways to try say so. A kustomize overlay that sets
+// another namespace on config/default fails to build (it would fold
+// strata-nodes and default into it, and their Roles collide); a
+// controller installed in another namespace some other way (here
+// config/manager under an overlay) sees it through the downward API and
+// refuses to start, naming both namespaces.
 func TestRenamedInstallRefused(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
+	if _, err := renamed(t, "config/default"); err == nil || !strings.Contains(err.Error(), "namespace transformation produces ID conflict") {
+		t.Errorf("config/default under namespace renamed: %v, want kustomize's refusal", err)
 	}
-	dir := t.TempDir()
-	base, err := filepath.Rel(dir, filepath.Join(root, "config", "default"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	overlay := fmt.Sprintf("namespace: renamed\nresources:\n- %s\n", base)
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	objs, err := renamed(t, "config/manager")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var podNamespace string
-	for _, r := range rm.Resources() {
-		if r.GetKind() != "Deployment" || r.GetName() != "strata-controller" {
-			continue
-		}
+	for _, raw := range objs {
 		var d appsv1.Deployment
-		raw, err := r.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
 		if err := json.Unmarshal(raw, &d); err != nil {
 			t.Fatal(err)
+		}
+		if d.Kind != "Deployment" || d.Name != "strata-controller" {
+			continue
 		}
 		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 			if e.Name == "POD_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace" {
@@ -265,10 +253,10 @@ func TestRenamedInstallRefused(t *testing.T) {
 		}
 	}
 	if podNamespace != "renamed" {
-		t.Fatalf("the renamed install's controller sees POD_NAMESPACE %q, want renamed (from the downward API)", podNamespace)
+		t.Fatalf("the renamed controller sees POD_NAMESPACE %q, want renamed (from the downward API)", podNamespace)
 	}
 	err = checkNamespace(podNamespace)
-	if err == nil || !strings.Contains(err.Error(), "renamed") || !strings.Contains(err.Error(), "strata-system") {
+	if err == nil || !strings.Contains(err.Error(), "runs in namespace renamed") || !strings.Contains(err.Error(), "install namespace is strata-system") {
 		t.Errorf("controller in namespace renamed: %v, want a refusal naming renamed and strata-system", err)
 	}
 	if err := checkNamespace("strata-system"); err != nil {
@@ -277,4 +265,36 @@ func TestRenamedInstallRefused(t *testing.T) {
 	if err := checkNamespace(""); err != nil {
 		t.Errorf("controller outside a pod: %v", err)
 	}
+}
+
+// renamed builds the kustomization dir (relative to the repository root)
+// under an overlay that sets namespace renamed, and returns its objects
+// as JSON.
+func renamed(t *testing.T, dir string) ([][]byte, error) {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := t.TempDir()
+	base, err := filepath.Rel(overlay, filepath.Join(root, filepath.FromSlash(dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), fmt.Appendf(nil, "namespace: renamed\nresources:\n- %s\n", base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), overlay)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for _, r := range rm.Resources() {
+		raw, err := r.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, raw)
+	}
+	return out, nil
 }
