@@ -9,7 +9,9 @@
 //   - node: the rollout of a pool's nodes (per MachineConfigPool) and the
 //     drains their daemons ask for (per Node);
 //   - degraded: a pool's aggregate Degraded condition, the one part of a
-//     pool's status that summarises the others.
+//     pool's status that summarises the others;
+//   - pullsecret: the node pull secrets, copied from the build namespace
+//     to strata-nodes, the only Secrets the node daemons may read.
 //
 // A pool's status is shared: each controller writes only its share
 // (internal/poolstatus). Which MachineOSConfig layers a pool is the build

@@ -36,13 +36,24 @@ func CacheOptions(nodeName string) cache.Options {
 
 // The daemon's rights: Nodes (RBAC cannot narrow them to the daemon's own
 // Node; only admission control on the node name in its token can), the
-// rendered MachineConfig it applies, the pull Secret in the Strata
-// namespace, and Events. It evicts nothing: the controller drains.
+// rendered MachineConfig it applies, and Events about its Node. It evicts
+// nothing: the controller drains.
+//
+// Secrets: only get, and only in strata-nodes, where the controller
+// copies the MachineOSConfigs' node pull secrets (controllers/pullsecret)
+// and keeps nothing else. Nothing in strata-system: the push secrets and
+// the build contexts (other pools' /etc) are there, and root on one node
+// must not read them. Without list, a daemon reads only the secret whose
+// name it is given.
+//
+// Events: the events API records an Event about a cluster-scoped object
+// (the daemon's Node) in namespace default, so the daemon may create them
+// there and nowhere else.
 //
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigs,verbs=get
-// +kubebuilder:rbac:groups="",namespace=strata-system,resources=secrets,verbs=get
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",namespace=strata-nodes,resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=default,resources=events,verbs=create;patch
 
 // Reconciler runs the Daemon's sync for its Node in a controller-runtime
 // manager whose cache CacheOptions restricts.

@@ -2,8 +2,6 @@ package rollout
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,11 +32,10 @@ const maxReason = 1024
 // dozen before it waits, so more means decide does not settle.
 const maxActions = 32
 
-// UpdateKey names an update in the drain handshake: the first 16 hex
-// characters of sha256(image + "\n" + config).
+// UpdateKey names an update in the drain handshake; the controller
+// derives the same key (v1alpha1.UpdateKey).
 func UpdateKey(image, config string) string {
-	sum := sha256.Sum256([]byte(image + "\n" + config))
-	return hex.EncodeToString(sum[:])[:16]
+	return v1alpha1.UpdateKey(image, config)
 }
 
 // Result is what a sync asks of its caller.
@@ -64,7 +61,8 @@ type Daemon struct {
 	Recorder events.EventRecorder
 	// NodeName is the daemon's own node.
 	NodeName string
-	// Namespace holds the pull secrets.
+	// Namespace holds the node pull secrets (strata-nodes, where the
+	// controller copies them; the daemon may get Secrets nowhere else).
 	Namespace string
 	// Root is the host's root directory.
 	Root *hostfs.Root

@@ -11,6 +11,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,12 +33,19 @@ import (
 const daemonAccount = "strata-daemon"
 
 var installAccess = sync.OnceValue(func() error {
-	return env.Install(context.Background(), "config/rbac/daemon", "config/policy")
+	return env.Install(context.Background(), "config/nodes", "config/rbac/daemon", "config/policy")
 })
 
 // daemonClient returns a client with a token of the daemon's
 // ServiceAccount; bound to a pod on nodeName unless nodeName is empty.
 func daemonClient(t *testing.T, nodeName string) client.Client {
+	t.Helper()
+	return daemonClientIn(t, ns, nodeName)
+}
+
+// daemonClientIn is daemonClient for the ServiceAccount strata-daemon of
+// namespace.
+func daemonClientIn(t *testing.T, namespace, nodeName string) client.Client {
 	t.Helper()
 	if err := installAccess(); err != nil {
 		t.Fatal(err)
@@ -50,7 +58,7 @@ func daemonClient(t *testing.T, nodeName string) client.Client {
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
 	if nodeName != "" {
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: "strata-daemon-", Namespace: ns},
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "strata-daemon-", Namespace: namespace},
 			Spec: corev1.PodSpec{
 				NodeName:           nodeName,
 				ServiceAccountName: daemonAccount,
@@ -63,7 +71,7 @@ func daemonClient(t *testing.T, nodeName string) client.Client {
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), pod) })
 		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
 	}
-	tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, daemonAccount, req, metav1.CreateOptions{})
+	tok, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, daemonAccount, req, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,14 +170,15 @@ func TestNodePolicyRefuses(t *testing.T) {
 	other := newRig(t).name
 	c := daemonClient(t, own)
 	waitForPolicy(t, c, own)
-	strata := v1alpha1.Prefix + "policy-test"
+	// An annotation the daemon owns.
+	strata := v1alpha1.ReasonAnnotation
 
 	expectRefused(t, "another Node's Strata annotation",
 		mergePatch(ctx, c, other, annotations(map[string]any{strata: "x"})),
 		"strata-daemon of node "+own+" may not change Node "+other, "only its own Node")
 	expectRefused(t, "a label of its own Node",
 		mergePatch(ctx, c, own, map[string]any{"metadata": map[string]any{"labels": map[string]any{"node-role.kubernetes.io/worker": nil, "evil": "yes"}}}),
-		"may not change the labels of Node "+own, "evil", "only annotations "+v1alpha1.Prefix+"*")
+		"may not change the labels of Node "+own, "evil", "it changes only its own annotations "+v1alpha1.Prefix+"{currentConfig, currentImage, originalImage, state, reason, desiredDrain}")
 	expectRefused(t, "another annotation of its own Node",
 		mergePatch(ctx, c, own, annotations(map[string]any{"example.com/owner": "daemon"})),
 		"may not change the annotations example.com/owner of Node "+own)
@@ -204,4 +213,68 @@ func TestNodePolicyRefuses(t *testing.T) {
 	if _, ok := n.Annotations[strata]; ok || n.Labels["evil"] != "" || n.Spec.Unschedulable || len(n.Finalizers) != 0 {
 		t.Errorf("node %s changed by refused writes or kept the annotation: %+v", own, n.ObjectMeta)
 	}
+}
+
+// TestNodePolicyRefusesControllerKeys: of Strata's annotations, a daemon
+// may write only its own; the controller's (which would let it forge a
+// drain's acknowledgement, the record of a cordon, or its own desired
+// image) and unknown ones are refused, set or removed.
+func TestNodePolicyRefusesControllerKeys(t *testing.T) {
+	ctx := context.Background()
+	own := newRig(t).name
+	c := daemonClient(t, own)
+	waitForPolicy(t, c, own)
+	for _, key := range []string{
+		v1alpha1.DesiredConfigAnnotation, v1alpha1.DesiredImageAnnotation, v1alpha1.ImagePullSecretAnnotation,
+		v1alpha1.HealthCheckTimeoutAnnotation, v1alpha1.NodePoolAnnotation, v1alpha1.LastAppliedDrainAnnotation,
+		v1alpha1.DrainStartedAnnotation, v1alpha1.CordonedForAnnotation, v1alpha1.Prefix + "policy-test",
+	} {
+		expectRefused(t, "setting "+key,
+			mergePatch(ctx, c, own, annotations(map[string]any{key: "uncordon-forged"})),
+			"may not change the annotations "+key+" of Node "+own, "its own annotations")
+		if err := mergePatch(ctx, env.Client, own, annotations(map[string]any{key: "set-by-the-controller"})); err != nil {
+			t.Fatal(err)
+		}
+		expectRefused(t, "removing "+key,
+			mergePatch(ctx, c, own, annotations(map[string]any{key: nil})),
+			"may not change the annotations "+key+" of Node "+own)
+	}
+	for _, key := range []string{
+		v1alpha1.CurrentConfigAnnotation, v1alpha1.CurrentImageAnnotation, v1alpha1.OriginalImageAnnotation,
+		v1alpha1.StateAnnotation, v1alpha1.ReasonAnnotation, v1alpha1.DesiredDrainAnnotation,
+	} {
+		if err := mergePatch(ctx, c, own, annotations(map[string]any{key: "x"})); err != nil {
+			t.Errorf("the daemon's own %s: %v", key, err)
+		}
+	}
+}
+
+// TestNodePolicyConfinesARenamedDaemon: the policy confines the
+// ServiceAccount strata-daemon of whatever namespace it was installed
+// in, not only strata-system's.
+func TestNodePolicyConfinesARenamedDaemon(t *testing.T) {
+	ctx := context.Background()
+	if err := installAccess(); err != nil {
+		t.Fatal(err)
+	}
+	const renamed = "renamed-system"
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: renamed}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: renamed, Name: daemonAccount}},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "strata-daemon-" + renamed},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: daemonAccount},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: renamed, Name: daemonAccount}},
+		},
+	} {
+		if err := env.Client.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	own := newRig(t).name
+	c := daemonClientIn(t, renamed, own)
+	waitForPolicy(t, c, own)
+	expectRefused(t, "the renamed daemon cordoning its own Node",
+		mergePatch(ctx, c, own, map[string]any{"spec": map[string]any{"unschedulable": true}}),
+		"may not change the spec of Node "+own)
 }

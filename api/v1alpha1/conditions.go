@@ -1,5 +1,10 @@
 package v1alpha1
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
 // Condition types of MachineConfigPool.
 const (
 	// PoolUpdated: every node of the pool runs its current configuration.
@@ -138,13 +143,16 @@ const (
 	//
 	// Written by the rollout controller: desiredConfig (a rendered
 	// MachineConfig's name), desiredImage (repo@sha256:..., the only form
-	// nodes pull), imagePullSecret (the Secret in strata-system the daemon
+	// nodes pull), imagePullSecret (the name of the MachineOSConfig's
+	// renderedImagePullSecret, whose copy in strata-nodes the daemon
 	// writes to /run/ostree/auth.json; absent: none), healthCheckTimeout
-	// (a Go duration), pool (the pool that owns the node) and
-	// lastAppliedDrain (the drain or uncordon request last carried out).
+	// (a Go duration), pool (the pool that owns the node),
+	// lastAppliedDrain (the drain or uncordon request last carried out),
+	// drainStarted and cordonedFor.
 	//
-	// Written by the daemon: currentConfig, currentImage (from bootc
-	// status), originalImage (the image the node booted before Strata first
+	// Written by the daemon (and only these; config/policy refuses it the
+	// others): currentConfig, currentImage (from bootc status),
+	// originalImage (the image the node booted before Strata first
 	// changed it: where a pool without a MachineOSConfig goes back to),
 	// state, reason and desiredDrain ("drain-<key>" asks the controller to
 	// cordon and drain the node, "uncordon-<key>" to uncordon it; <key>
@@ -168,7 +176,23 @@ const (
 	// the node for the current drain request (RFC 3339), so that the
 	// drain timeout survives a restart of the controller.
 	DrainStartedAnnotation = Prefix + "drainStarted"
+	// CordonedForAnnotation, written by the controller, records that it
+	// cordoned the node itself, and for which update (the <key> of the
+	// drain request). The controller uncordons only a node with this
+	// record: one cordoned by someone else (a person's quarantine) stays
+	// cordoned whatever the daemon asks.
+	CordonedForAnnotation = Prefix + "cordonedFor"
 )
+
+// UpdateKey names an update in the drain handshake (the <key> of
+// desiredDrain's "drain-<key>" and "uncordon-<key>"): the first 16 hex
+// characters of sha256(image + "\n" + config), from the node's
+// desiredImage and desiredConfig. The daemon and the controller both
+// derive it, so it is defined once here.
+func UpdateKey(image, config string) string {
+	sum := sha256.Sum256([]byte(image + "\n" + config))
+	return hex.EncodeToString(sum[:])[:16]
+}
 
 // Prefixes of the desiredDrain and lastAppliedDrain values.
 const (

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +27,7 @@ import (
 	"github.com/strata-dev/strata/controllers/build"
 	"github.com/strata-dev/strata/controllers/degraded"
 	"github.com/strata-dev/strata/controllers/node"
+	"github.com/strata-dev/strata/controllers/pullsecret"
 	"github.com/strata-dev/strata/controllers/render"
 	"github.com/strata-dev/strata/internal/memlimit"
 	"github.com/strata-dev/strata/internal/scheme"
@@ -33,6 +35,9 @@ import (
 )
 
 // namespace is where the controller keeps its lease and reads secrets.
+// It is fixed: the admission policies (config/policy) exempt the
+// controller's ServiceAccount in it by name, and the RBAC of
+// config/rbac grants in it; see checkNamespace.
 const namespace = "strata-system"
 
 type options struct {
@@ -43,6 +48,7 @@ type options struct {
 	leaderElect     bool
 	renderedHistory int
 	configFile      string
+	nodeNamespace   string
 	zap             zap.Options
 }
 
@@ -75,6 +81,7 @@ them when their daemons ask).`,
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles at a time")
 	f.IntVar(&o.renderedHistory, "rendered-config-history", render.DefaultHistory, "unused rendered MachineConfigs kept per pool")
+	f.StringVar(&o.nodeNamespace, "node-pull-secret-namespace", pullsecret.DefaultNodeNamespace, "namespace the MachineOSConfigs' renderedImagePullSecrets are copied to, the only Secrets the node daemons may read")
 	f.StringVar(&o.configFile, "config", "", "YAML configuration file (build: builderImage, namespace, placement, insecureRegistries, history, ...)")
 	// controller-runtime's --zap-* flags: --zap-log-level=debug (or 1, 2)
 	// shows the reconcilers' V(1) detail, --zap-encoder=console reads
@@ -109,9 +116,15 @@ func run(o options) error {
 	if o.renderedHistory < 1 {
 		return errors.New("--rendered-config-history must be at least 1")
 	}
+	if err := checkNamespace(os.Getenv("POD_NAMESPACE")); err != nil {
+		return err
+	}
 	fc, err := loadConfig(o.configFile)
 	if err != nil {
 		return err
+	}
+	if o.nodeNamespace == fc.Build.Namespace || o.nodeNamespace == namespace {
+		return fmt.Errorf("--node-pull-secret-namespace %s is where the push and build Secrets are: the node pull secrets need a namespace of their own", o.nodeNamespace)
 	}
 	if fc.Build.Namespace == "" {
 		fc.Build.Namespace = namespace
@@ -147,7 +160,7 @@ func run(o options) error {
 		// up at once is safe, and a replacement pod (a rollout, a drain)
 		// takes over without waiting for it to expire.
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         cache.Options{ByObject: cacheByObject(fc.Build.Namespace)},
+		Cache:                         cache.Options{ByObject: cacheByObject(fc.Build.Namespace, o.nodeNamespace)},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -182,6 +195,14 @@ func run(o options) error {
 		Recorder: mgr.GetEventRecorder("strata-drain"),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the drain controller: %w", err)
+	}
+	if err := (&pullsecret.Reconciler{
+		Client:          mgr.GetClient(),
+		Recorder:        mgr.GetEventRecorder("strata-pullsecret"),
+		SourceNamespace: fc.Build.Namespace,
+		NodeNamespace:   o.nodeNamespace,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the node pull secret controller: %w", err)
 	}
 	if err := (&degraded.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the pool Degraded controller: %w", err)
@@ -232,9 +253,29 @@ func cacheSynced(c cache.Cache) healthz.Checker {
 }
 
 // cacheByObject merges the controllers' cache settings: the build
-// controller's namespaced objects and the rollout's stripped Nodes.
-func cacheByObject(buildNamespace string) map[client.Object]cache.ByObject {
+// controller's namespaced objects, the rollout's stripped Nodes, and the
+// node pull secrets' copies beside the build namespace's Secrets.
+func cacheByObject(buildNamespace, nodeNamespace string) map[client.Object]cache.ByObject {
 	m := build.CacheByObject(buildNamespace)
 	maps.Copy(m, node.CacheByObject())
+	for obj, by := range m {
+		if _, ok := obj.(*corev1.Secret); ok {
+			by.Namespaces = maps.Clone(by.Namespaces)
+			by.Namespaces[nodeNamespace] = cache.Config{}
+			m[obj] = by
+		}
+	}
 	return m
+}
+
+// checkNamespace refuses to run in another namespace than the one the
+// install names (podNamespace is the pod's own, from the downward API;
+// empty outside a pod). A renamed install would run with a ServiceAccount
+// the admission policies do not know: the approval policy would refuse
+// the controller's own status writes, one by one, far from the cause.
+func checkNamespace(podNamespace string) error {
+	if podNamespace == "" || podNamespace == namespace {
+		return nil
+	}
+	return fmt.Errorf("strata-controller runs in namespace %s, but Strata's install namespace is %s: its admission policies (config/policy) and RBAC name the ServiceAccounts there, so the namespace cannot be renamed; install config/default as it is", podNamespace, namespace)
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/test/testenv"
@@ -216,4 +219,82 @@ func TestShippedConfigs(t *testing.T) {
 			t.Errorf("%s: builderImage %q, namespace %q; want a builder image and strata-system", p, fc.Build.BuilderImage, fc.Build.Namespace)
 		}
 	}
+}
+
+// TestRenamedInstallRefused: Strata's install namespace cannot be
+// renamed, and both ways to try say so. A kustomize overlay that sets
+// another namespace on config/default fails to build (it would fold
+// strata-nodes and default into it, and their Roles collide); a
+// controller installed in another namespace some other way (here
+// config/manager under an overlay) sees it through the downward API and
+// refuses to start, naming both namespaces.
+func TestRenamedInstallRefused(t *testing.T) {
+	if _, err := renamed(t, "config/default"); err == nil || !strings.Contains(err.Error(), "namespace transformation produces ID conflict") {
+		t.Errorf("config/default under namespace renamed: %v, want kustomize's refusal", err)
+	}
+	objs, err := renamed(t, "config/manager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var podNamespace string
+	for _, raw := range objs {
+		var d appsv1.Deployment
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Kind != "Deployment" || d.Name != "strata-controller" {
+			continue
+		}
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "POD_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace" {
+				// The downward API gives the pod its namespace.
+				podNamespace = d.Namespace
+			}
+		}
+	}
+	if podNamespace != "renamed" {
+		t.Fatalf("the renamed controller sees POD_NAMESPACE %q, want renamed (from the downward API)", podNamespace)
+	}
+	err = checkNamespace(podNamespace)
+	if err == nil || !strings.Contains(err.Error(), "runs in namespace renamed") || !strings.Contains(err.Error(), "install namespace is strata-system") {
+		t.Errorf("controller in namespace renamed: %v, want a refusal naming renamed and strata-system", err)
+	}
+	if err := checkNamespace("strata-system"); err != nil {
+		t.Errorf("controller in strata-system: %v", err)
+	}
+	if err := checkNamespace(""); err != nil {
+		t.Errorf("controller outside a pod: %v", err)
+	}
+}
+
+// renamed builds the kustomization dir (relative to the repository root)
+// under an overlay that sets namespace renamed, and returns its objects
+// as JSON.
+func renamed(t *testing.T, dir string) ([][]byte, error) {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := t.TempDir()
+	base, err := filepath.Rel(overlay, filepath.Join(root, filepath.FromSlash(dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), fmt.Appendf(nil, "namespace: renamed\nresources:\n- %s\n", base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), overlay)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for _, r := range rm.Resources() {
+		raw, err := r.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, raw)
+	}
+	return out, nil
 }

@@ -70,7 +70,7 @@ which survives reboots.`,
 	f := cmd.Flags()
 	f.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "the daemon's own Node (default $NODE_NAME)")
 	f.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default $KUBECONFIG; without one, the in-cluster config)")
-	f.StringVar(&o.namespace, "namespace", "strata-system", "namespace of the image pull secrets")
+	f.StringVar(&o.namespace, "namespace", "strata-nodes", "namespace of the node pull secrets, which the controller copies there from each MachineOSConfig's renderedImagePullSecret (the daemon may read no Secret elsewhere)")
 	f.StringVar(&o.hostRoot, "host-root", "/", "the host's root directory; every host path is under it")
 	f.StringVar(&o.bootcCommand, "bootc-command", "bootc", "bootc command, split at white space (on a node from a pod: \"nsenter --target 1 --mount --pid -- bootc\")")
 	f.StringVar(&o.rebootCommand, "reboot-command", "nsenter --target 1 --mount --pid -- systemctl reboot", "reboot command, split at white space")

@@ -67,8 +67,7 @@ func (r *DrainReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("drain").
 		For(&corev1.Node{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			req, done := drainRequest(o)
-			return req != "" && req != done
+			return pending(o) || staleCordon(o)
 		}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
@@ -79,6 +78,36 @@ func drainRequest(o client.Object) (req, done string) {
 	return a[v1alpha1.DesiredDrainAnnotation], a[v1alpha1.LastAppliedDrainAnnotation]
 }
 
+// pending is a request not yet carried out.
+func pending(o client.Object) bool {
+	req, done := drainRequest(o)
+	return req != "" && req != done
+}
+
+// staleCordon is a record of Strata's cordon on a node that is
+// schedulable with no drain under way: someone uncordoned it. The record
+// must go, or a later cordon by a person would pass for Strata's.
+func staleCordon(o client.Object) bool {
+	n, ok := o.(*corev1.Node)
+	if !ok || n.Spec.Unschedulable || n.Annotations[v1alpha1.CordonedForAnnotation] == "" {
+		return false
+	}
+	req, _ := drainRequest(o)
+	return !pending(o) || strings.HasPrefix(req, v1alpha1.UncordonRequestPrefix)
+}
+
+// mayUncordon says whether an uncordon request for update key may be
+// carried out: only on a node Strata cordoned (its cordonedFor record),
+// and only for the update it cordoned the node for or the node's current
+// one (a newer update that replaced it asks with its own key). A node
+// cordoned by someone else, a person's quarantine, has no record, and no
+// daemon can write one (config/policy).
+func mayUncordon(node *corev1.Node, key string) bool {
+	record := node.Annotations[v1alpha1.CordonedForAnnotation]
+	current := v1alpha1.UpdateKey(node.Annotations[v1alpha1.DesiredImageAnnotation], node.Annotations[v1alpha1.DesiredConfigAnnotation])
+	return record != "" && (key == record || key == current)
+}
+
 // Reconcile carries out the node's request, or waits for a blocked drain,
 // or gives up on it past the pool's drainTimeout.
 func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -86,8 +115,11 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.Client.Get(ctx, req.NamespacedName, cached); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	want, done := drainRequest(cached)
-	if want == "" || want == done {
+	if staleCordon(cached) {
+		return ctrl.Result{}, r.forgetCordon(ctx, cached)
+	}
+	want, _ := drainRequest(cached)
+	if !pending(cached) {
 		return ctrl.Result{}, nil
 	}
 	// The drain library patches from the whole object; the cache holds a
@@ -100,11 +132,22 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	logger := log.FromContext(ctx).WithValues("request", want)
 	switch {
 	case strings.HasPrefix(want, v1alpha1.UncordonRequestPrefix):
+		if !mayUncordon(node, strings.TrimPrefix(want, v1alpha1.UncordonRequestPrefix)) {
+			// Acknowledged all the same: the daemon's update is over,
+			// and the cordon is whoever set it's to lift.
+			if node.Spec.Unschedulable {
+				r.Recorder.Eventf(node, nil, corev1.EventTypeNormal, "LeftCordoned", "Uncordon",
+					"Node %s stays cordoned after its update: Strata did not cordon it for this update (someone else did); uncordon it when done", node.Name)
+				logger.Info("Leaving the node cordoned: Strata did not cordon it for this update",
+					"cordonedFor", node.Annotations[v1alpha1.CordonedForAnnotation])
+			}
+			return ctrl.Result{}, r.acknowledge(ctx, node, want, nil, false)
+		}
 		if err := drain.RunCordonOrUncordon(helper, node, false); err != nil {
 			return ctrl.Result{}, fmt.Errorf("uncordon node %s: %w", node.Name, err)
 		}
 		r.Recorder.Eventf(node, nil, corev1.EventTypeNormal, "Uncordoned", "Uncordon", "Node %s is schedulable again after its update", node.Name)
-		if err := r.acknowledge(ctx, node, want, nil); err != nil {
+		if err := r.acknowledge(ctx, node, want, nil, true); err != nil {
 			return ctrl.Result{}, err
 		}
 		logger.Info("Node uncordoned")
@@ -123,13 +166,16 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.claimCordon(ctx, node, strings.TrimPrefix(want, v1alpha1.DrainRequestPrefix)); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := drain.RunCordonOrUncordon(helper, node, true); err != nil {
 		return ctrl.Result{}, fmt.Errorf("cordon node %s: %w", node.Name, err)
 	}
 	drainErr := drain.RunNodeDrain(helper, node.Name)
 	if drainErr == nil {
 		r.Recorder.Eventf(node, nil, corev1.EventTypeNormal, "Drained", "Drain", "Node %s is drained for its update", node.Name)
-		if err := r.acknowledge(ctx, node, want, nil); err != nil {
+		if err := r.acknowledge(ctx, node, want, nil, false); err != nil {
 			return ctrl.Result{}, err
 		}
 		logger.Info("Drain finished", "elapsed", time.Since(started).Round(time.Second).String())
@@ -151,7 +197,7 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	reason := fmt.Sprintf("Drain timed out after %s (drainTimeout); the node is left cordoned: %s", timeout, why)
 	r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, "DrainFailed", "Drain", "%s", reason)
-	if err := r.acknowledge(ctx, node, "", &reason); err != nil {
+	if err := r.acknowledge(ctx, node, "", &reason, false); err != nil {
 		return ctrl.Result{}, err
 	}
 	logger.Info("Drain timed out; the node is left cordoned and Degraded", "drainTimeout", timeout.String(), "blockers", why)
@@ -216,14 +262,55 @@ func (r *DrainReconciler) markStarted(ctx context.Context, node *corev1.Node) (t
 	return now, nil
 }
 
+// claimCordon records, before the node is cordoned, that Strata cordons
+// it for update key, so that a crash between the two leaves a record
+// that the next attempt honours. A node already cordoned without a
+// record was cordoned by someone else: it is drained but not claimed,
+// and stays cordoned after the update. A record from an earlier update
+// of Strata's own cordon moves to this one.
+func (r *DrainReconciler) claimCordon(ctx context.Context, node *corev1.Node, key string) error {
+	record := node.Annotations[v1alpha1.CordonedForAnnotation]
+	if record == key {
+		return nil
+	}
+	if node.Spec.Unschedulable && record == "" {
+		log.FromContext(ctx).Info("The node is cordoned by someone else: draining it, and leaving it cordoned after the update")
+		return nil
+	}
+	raw, err := jsonPatch(map[string]any{v1alpha1.CordonedForAnnotation: key})
+	if err != nil {
+		return err
+	}
+	if _, err := r.Kube.CoreV1().Nodes().Patch(ctx, node.Name, "application/merge-patch+json", raw, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("record the cordon of node %s: %w", node.Name, err)
+	}
+	return nil
+}
+
+// forgetCordon removes a stale record of Strata's cordon (staleCordon).
+func (r *DrainReconciler) forgetCordon(ctx context.Context, node *corev1.Node) error {
+	raw, err := jsonPatch(map[string]any{v1alpha1.CordonedForAnnotation: nil})
+	if err != nil {
+		return err
+	}
+	if _, err := r.Kube.CoreV1().Nodes().Patch(ctx, node.Name, "application/merge-patch+json", raw, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("forget the cordon of node %s: %w", node.Name, err)
+	}
+	log.FromContext(ctx).Info("Someone uncordoned the node: Strata no longer counts the cordon as its own")
+	return nil
+}
+
 // acknowledge records the outcome of a request: lastAppliedDrain when it
 // was carried out, or state Degraded with the reason when the drain gave
-// up. Either way the drain start is forgotten, so that a person who clears
+// up; uncordoned forgets the record of Strata's cordon. Either way the drain start is forgotten, so that a person who clears
 // the Degraded state gets a whole new drainTimeout.
-func (r *DrainReconciler) acknowledge(ctx context.Context, node *corev1.Node, applied string, failure *string) error {
+func (r *DrainReconciler) acknowledge(ctx context.Context, node *corev1.Node, applied string, failure *string, uncordoned bool) error {
 	ann := map[string]any{v1alpha1.DrainStartedAnnotation: nil}
 	if applied != "" {
 		ann[v1alpha1.LastAppliedDrainAnnotation] = applied
+	}
+	if uncordoned {
+		ann[v1alpha1.CordonedForAnnotation] = nil
 	}
 	if failure != nil {
 		ann[v1alpha1.StateAnnotation] = v1alpha1.NodeStateDegraded

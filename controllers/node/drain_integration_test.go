@@ -98,3 +98,92 @@ func TestDrainPastItsTimeoutDegradesTheNodeAndNamesTheBudget(t *testing.T) {
 		t.Errorf("the timeout's log names blockers %q, want the budget", b)
 	}
 }
+
+// cordon sets the node's unschedulable as a person with kubectl would.
+func (f *fixture) cordon(name string, on bool) {
+	f.t.Helper()
+	raw := fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, on)
+	must(f.t, env.Client.Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch("application/merge-patch+json", raw)))
+}
+
+// acknowledged waits until the controller acknowledged request on node.
+func (f *fixture) acknowledged(name, request string) *corev1.Node {
+	f.t.Helper()
+	var n *corev1.Node
+	eventually(f.t, "acknowledged "+request, func() error {
+		n = f.node(name)
+		if got := n.Annotations[v1alpha1.LastAppliedDrainAnnotation]; got != request {
+			return fmt.Errorf("lastAppliedDrain %q", got)
+		}
+		return nil
+	})
+	return n
+}
+
+// TestUncordonOnlyWhatStrataCordoned: a node a person cordoned stays
+// cordoned whatever uncordon the daemon asks for, also through an update
+// of its own; Strata uncordons a node it cordoned, for that update or
+// the node's current one; a person's uncordon makes Strata forget its
+// cordon, so that the person's next cordon is theirs.
+func TestUncordonOnlyWhatStrataCordoned(t *testing.T) {
+	f := newFixture(t, "quarantine", 0, nil)
+	// Nodes of no pool: only the drain controller acts on them.
+	other := map[string]string{"test-pool": "none"}
+	admin := f.addNode("quarantine-admin", other, image('0'))
+	logs := startController(t)
+
+	// A quarantined node and a forged uncordon.
+	f.cordon(admin, true)
+	f.annotate(admin, v1alpha1.DesiredDrainAnnotation, "uncordon-forged")
+	if n := f.acknowledged(admin, "uncordon-forged"); !n.Spec.Unschedulable {
+		t.Errorf("the daemon's uncordon-forged uncordoned node %s, which a person had cordoned", admin)
+	}
+
+	// An update of the quarantined node: drained, and left cordoned.
+	f.annotate(admin, v1alpha1.DesiredImageAnnotation, image('1'), v1alpha1.DesiredConfigAnnotation, "rendered-quarantine-1")
+	key := v1alpha1.UpdateKey(image('1'), "rendered-quarantine-1")
+	f.annotate(admin, v1alpha1.DesiredDrainAnnotation, "drain-"+key)
+	if n := f.acknowledged(admin, "drain-"+key); n.Annotations[v1alpha1.CordonedForAnnotation] != "" {
+		t.Errorf("Strata claimed the cordon of node %s a person set: cordonedFor %q", admin, n.Annotations[v1alpha1.CordonedForAnnotation])
+	}
+	f.annotate(admin, v1alpha1.DesiredDrainAnnotation, "uncordon-"+key)
+	if n := f.acknowledged(admin, "uncordon-"+key); !n.Spec.Unschedulable {
+		t.Errorf("node %s, cordoned by a person before its update, was uncordoned after it", admin)
+	}
+	logs.Wait(t, timeout, "Leaving the node cordoned: Strata did not cordon it for this update", map[string]string{"name": admin})
+
+	// Strata's own cordon, lifted for the update it was made for.
+	own := f.addNode("quarantine-own", other, image('0'))
+	f.annotate(own, v1alpha1.DesiredDrainAnnotation, "drain-k1")
+	if n := f.acknowledged(own, "drain-k1"); !n.Spec.Unschedulable || n.Annotations[v1alpha1.CordonedForAnnotation] != "k1" {
+		t.Fatalf("node %s after drain-k1: unschedulable %v, cordonedFor %q", own, n.Spec.Unschedulable, n.Annotations[v1alpha1.CordonedForAnnotation])
+	}
+	f.annotate(own, v1alpha1.DesiredDrainAnnotation, "uncordon-other")
+	if n := f.acknowledged(own, "uncordon-other"); !n.Spec.Unschedulable {
+		t.Errorf("node %s uncordoned for an update it was not cordoned for and that is not its current one", own)
+	}
+	// The current update (a newer one that replaced the drained one)
+	// uncordons it.
+	f.annotate(own, v1alpha1.DesiredImageAnnotation, image('2'), v1alpha1.DesiredConfigAnnotation, "rendered-quarantine-2")
+	current := v1alpha1.UpdateKey(image('2'), "rendered-quarantine-2")
+	f.annotate(own, v1alpha1.DesiredDrainAnnotation, "uncordon-"+current)
+	if n := f.acknowledged(own, "uncordon-"+current); n.Spec.Unschedulable || n.Annotations[v1alpha1.CordonedForAnnotation] != "" {
+		t.Errorf("node %s after uncordon of its current update: unschedulable %v, cordonedFor %q", own, n.Spec.Unschedulable, n.Annotations[v1alpha1.CordonedForAnnotation])
+	}
+
+	// A person's uncordon of Strata's cordon, then the person's own cordon.
+	f.annotate(own, v1alpha1.DesiredDrainAnnotation, "drain-k3")
+	f.acknowledged(own, "drain-k3")
+	f.cordon(own, false)
+	eventually(t, "the cordon forgotten", func() error {
+		if r := f.node(own).Annotations[v1alpha1.CordonedForAnnotation]; r != "" {
+			return fmt.Errorf("cordonedFor %q", r)
+		}
+		return nil
+	})
+	f.cordon(own, true)
+	f.annotate(own, v1alpha1.DesiredDrainAnnotation, "uncordon-k3")
+	if n := f.acknowledged(own, "uncordon-k3"); !n.Spec.Unschedulable {
+		t.Errorf("node %s, cordoned by a person after Strata's cordon was lifted by hand, was uncordoned", own)
+	}
+}

@@ -222,6 +222,11 @@ func up(p statePaths) error {
 		return fmt.Errorf("%w\nthe simulated nodes' log: %s; make demo-down stops everything", err, p.log)
 	}
 	say(started, "every node runs %s", image)
+	secrets, err := checkNodeSecrets(ctx, w.c)
+	if err != nil {
+		return err
+	}
+	say(started, "%s", secrets)
 	fmt.Printf(`
 Strata built the worker pool's image and rolled it out to %d nodes in %s.
 The simulated nodes and their daemons keep running; edit the MachineConfig
@@ -232,6 +237,7 @@ and watch the new image roll out.
   kubectl get mcp,mc,mosc,mosb
   kubectl get nodes -L node-role.kubernetes.io/worker
   kubectl -n strata-system logs deploy/strata-controller
+  kubectl -n strata-nodes get secrets            # the node pull secret: all a node may read
   crane manifest %s
   kubectl edit mc 50-worker-chrony                # a change: a new image in seconds, then the rollout
   kubectl delete mosc worker                      # roll the pool back to the original image

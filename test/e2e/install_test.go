@@ -176,7 +176,9 @@ var _ = Describe("Strata installed from config/default", func() {
 			Expect(clientset.CoreV1().Nodes().Delete(ctx, other, metav1.DeleteOptions{})).To(Succeed())
 		})
 
-		key := v1alpha1.Prefix + "e2e-policy-" + hex.EncodeToString(rnd[:])
+		// An annotation the daemon owns; its value is restored after.
+		key := v1alpha1.ReasonAnnotation
+		unknown := v1alpha1.Prefix + "e2e-policy-" + hex.EncodeToString(rnd[:])
 		patch := func(node string, p map[string]any) error {
 			body, err := json.Marshal(p)
 			Expect(err).NotTo(HaveOccurred())
@@ -201,18 +203,33 @@ var _ = Describe("Strata installed from config/default", func() {
 			"may not change the labels of Node "+nodeName, "e2e-policy")
 		refused(patch(nodeName, annotate(map[string]any{"example.com/e2e-policy": "x"})),
 			"may not change the annotations example.com/e2e-policy of Node "+nodeName)
+		for _, k := range []string{unknown, v1alpha1.LastAppliedDrainAnnotation, v1alpha1.CordonedForAnnotation, v1alpha1.DesiredImageAnnotation} {
+			refused(patch(nodeName, annotate(map[string]any{k: "uncordon-e2e"})),
+				"may not change the annotations "+k+" of Node "+nodeName)
+		}
 
-		By("setting and removing a Strata annotation of its own Node")
-		Expect(patch(nodeName, annotate(map[string]any{key: "x"}))).To(Succeed())
+		By("setting one of its own annotations on its own Node")
 		n, err := clientset.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(n.Annotations).To(HaveKeyWithValue(key, "x"))
-		Expect(patch(nodeName, annotate(map[string]any{key: nil}))).To(Succeed())
+		var was any
+		if v, ok := n.Annotations[key]; ok {
+			was = v
+		}
+		// The node's daemon may write the key again at once: only the
+		// policy's answer is checked, and the value put back.
+		Expect(patch(nodeName, annotate(map[string]any{key: "e2e-policy"}))).To(Succeed())
+		Expect(patch(nodeName, annotate(map[string]any{key: was}))).To(Succeed())
 		n, err = clientset.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(n.Annotations).NotTo(HaveKey(key))
+		Expect(n.Annotations).NotTo(HaveKey(unknown))
 		Expect(n.Labels).NotTo(HaveKey("e2e-policy"))
 		Expect(n.Annotations).NotTo(HaveKey("example.com/e2e-policy"))
+
+		By("reading no Secret in " + strataNS + ", where the push secrets and build contexts are")
+		_, err = asDaemon.CoreV1().Secrets(strataNS).Get(ctx, "e2e-push", metav1.GetOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "the daemon's get of Secret %s/e2e-push: %v, want Forbidden", strataNS, err)
+		_, err = asDaemon.CoreV1().Secrets("strata-nodes").List(ctx, metav1.ListOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "the daemon's list of Secrets in strata-nodes: %v, want Forbidden", err)
 	})
 })
 

@@ -125,8 +125,14 @@ var _ = Describe("The rollout", Ordered, func() {
 			Expect(string(kargs)).To(ContainSubstring("strata.e2e=one"), "node %s kargs", n)
 			auth, err := os.ReadFile(filepath.Join(root, "run", "ostree", "auth.json"))
 			Expect(err).NotTo(HaveOccurred(), "node %s pull secret", n)
-			Expect(string(auth)).To(ContainSubstring("127.0.0.1:5000"))
+			Expect(string(auth)).To(ContainSubstring(e2ePullAuth), "node %s pulls with the pull secret", n)
+			Expect(string(auth)).NotTo(ContainSubstring(e2ePushAuth), "node %s holds the push secret", n)
 		}
+		By("finding the pull secret, and only it, copied to " + nodeSecretsNS)
+		_, err := clientset.CoreV1().Secrets(nodeSecretsNS).Get(ctx, "e2e-pull", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = clientset.CoreV1().Secrets(nodeSecretsNS).Get(ctx, "e2e-push", metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the push secret in %s: %v", nodeSecretsNS, err)
 		watcher.report("first rollout")
 		waitPoolCondition(ctx, c, v1alpha1.PoolUpdated, metav1.ConditionTrue)
 

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/strata-dev/strata/test/simnode"
 	"github.com/strata-dev/strata/test/testenv"
@@ -30,17 +31,27 @@ func e2eKubeconfig() string {
 }
 
 // registrySecrets makes the push and pull Secrets the specs' MachineOSConfigs
-// name. The local registry takes any credentials: the Secrets prove that
-// they reach the builder and the nodes.
+// name, with credentials of their own. The local registry takes any
+// credentials: the Secrets prove that they reach the builder and the
+// nodes, and that the push secret reaches no node.
 func registrySecrets(ctx context.Context, c client.Client) {
-	for _, name := range []string{"e2e-push", "e2e-pull"} {
-		Expect(client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: strataNS, Name: name},
-			Type:       corev1.SecretTypeDockerConfigJson,
-			Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"127.0.0.1:5000":{"auth":"` + e2ePushAuth + `"}}}`)},
-		}))).To(Succeed())
+	for name, auth := range map[string]string{"e2e-push": e2ePushAuth, "e2e-pull": e2ePullAuth} {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: strataNS, Name: name}}
+		// Updated if it exists: an earlier run's may hold other credentials.
+		_, err := controllerutil.CreateOrUpdate(ctx, c, secret, func() error {
+			secret.Type = corev1.SecretTypeDockerConfigJson
+			secret.Data = map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"127.0.0.1:5000":{"auth":"` + auth + `"}}}`)}
+			return nil
+		})
+		Expect(err).NotTo(HaveOccurred())
 	}
 }
+
+// e2ePullAuth is the e2e node pull secret's auth string (e2e-pull:e2e).
+const e2ePullAuth = "ZTJlLXB1bGw6ZTJl"
+
+// nodeSecretsNS is where the controller copies the node pull secrets.
+const nodeSecretsNS = "strata-nodes"
 
 // simulatedNodes registers n simulated nodes labelled with labels, each
 // with its own daemon, installed with the test OS base by digest (also

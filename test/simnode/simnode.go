@@ -43,7 +43,7 @@ const (
 const (
 	bootIDFile          = ".bootc-sim/boot_id"
 	rebootRequestFile   = ".bootc-sim/reboot-requested"
-	defaultNamespace    = "strata-system"
+	defaultNamespace    = "strata-nodes"
 	defaultNamePrefix   = "sim"
 	defaultTimeout      = 2 * time.Minute
 	defaultPollInterval = 100 * time.Millisecond
@@ -70,7 +70,8 @@ type Config struct {
 	// NamePrefix starts every Node name ("sim" when empty); a random part
 	// follows, so that remains of an earlier run never collide.
 	NamePrefix string
-	// Namespace is the daemons' --namespace ("strata-system" when empty).
+	// Namespace is the daemons' --namespace, where they read the node
+	// pull secrets ("strata-nodes" when empty, the daemon's default).
 	Namespace string
 	// DaemonArgs are extra flags for every daemon.
 	DaemonArgs []string
