@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -264,4 +265,62 @@ func TestPolicyRefusesPushSecretAsPullSecret(t *testing.T) {
 	if err := env.Client.Update(ctx, m); err == nil || !strings.Contains(err.Error(), "push credentials") {
 		t.Errorf("update to the push secret as pull secret: %v, want the refusal", err)
 	}
+}
+
+// TestPolicyLetsAnOldSameSecretConfigGo: a MachineOSConfig that named one
+// Secret twice before the policy existed can still lose its finalizer and
+// be deleted; only its spec is held to the rule.
+func TestPolicyLetsAnOldSameSecretConfigGo(t *testing.T) {
+	ctx := context.Background()
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	must(t, env.Client.Get(ctx, client.ObjectKey{Name: "strata-machineosconfig-secrets"}, binding))
+	restore := binding.DeepCopy()
+	restore.ResourceVersion = ""
+	bound := func() error {
+		err := env.Client.Create(ctx, restore.DeepCopy())
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}
+	t.Cleanup(func() { _ = bound() })
+
+	old := &v1alpha1.MachineOSConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: "old-same-secret", Finalizers: []string{"strata.test/keep"}},
+		Spec: v1alpha1.MachineOSConfigSpec{
+			MachineConfigPool:       v1alpha1.LocalObjectReference{Name: "old-same-secret"},
+			ImageBuilder:            v1alpha1.MachineOSImageBuilder{ImageBuilderType: v1alpha1.JobBuilder},
+			RenderedImagePushSecret: v1alpha1.SecretReference{Name: "registry-credentials"},
+			RenderedImagePullSecret: &v1alpha1.SecretReference{Name: "registry-credentials"},
+			RenderedImagePushSpec:   "registry.example.com/strata/old:latest",
+		},
+	}
+	// Made as it was before the policy: without the binding.
+	must(t, env.Client.Delete(ctx, binding))
+	testenv.Eventually(t, timeout, "the MachineOSConfig made without the policy", func() error {
+		return env.Client.Create(ctx, old.DeepCopy())
+	})
+	must(t, bound())
+	probe := old.DeepCopy()
+	probe.Name, probe.Finalizers = "probe-same-secret", nil
+	testenv.Eventually(t, timeout, "the policy enforced again", func() error {
+		if err := env.Client.Create(ctx, probe.DeepCopy()); err == nil {
+			must(t, env.Client.Delete(ctx, probe.DeepCopy()))
+			return errors.New("created")
+		}
+		return nil
+	})
+
+	got := &v1alpha1.MachineOSConfig{}
+	must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(old), got))
+	got.Spec.RenderedImagePushSpec = "registry.example.com/strata/other:latest"
+	if err := env.Client.Update(ctx, got.DeepCopy()); err == nil || !strings.Contains(err.Error(), "push credentials") {
+		t.Errorf("a spec change of the old MachineOSConfig: %v, want the refusal", err)
+	}
+	must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(old), got))
+	got.Finalizers = nil
+	if err := env.Client.Update(ctx, got); err != nil {
+		t.Fatalf("removing the old MachineOSConfig's finalizer: %v", err)
+	}
+	must(t, client.IgnoreNotFound(env.Client.Delete(ctx, got)))
 }
