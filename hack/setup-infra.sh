@@ -88,6 +88,9 @@ apt_ensure() { # COMMAND... then -- PACKAGE...
 envtest() {
 	# busybox-static: the base image of the renderer's and builder's real build tests.
 	apt_ensure buildah skopeo /bin/busybox -- buildah skopeo busybox-static
+	# The build Job's push step checks the build's OCI layout with jq
+	# (builder/job/build.sh); its tests run that step here.
+	apt_ensure jq -- jq
 	# The bootc simulator (test/bootcsim) deploys into a real ostree
 	# sysroot, and its cleanup needs chattr -i on the deployments.
 	apt_ensure /usr/bin/ostree -- ostree
