@@ -238,7 +238,7 @@ func (t *trees) check(p string) (step, error) {
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR && want.exists && want.typ() != unix.S_IFDIR {
 			return step{}, refused(p, "a directory is in its place in the live /etc, where the staged deployment has %s", want.kind())
 		}
-	} else if err != unix.ENOENT {
+	} else if !errors.Is(err, unix.ENOENT) {
 		return step{}, fmt.Errorf("stat the live %s: %w", p, err)
 	}
 	return step{path: p, want: want}, nil
@@ -440,7 +440,7 @@ func makeDir(dfd int, name string, want *entry, exists bool) error {
 			}
 		}
 	}
-	if err := unix.Mkdirat(dfd, name, 0o700); err != nil && err != unix.EEXIST {
+	if err := unix.Mkdirat(dfd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 		return err
 	}
 	fd, err := openDir(dfd, name)
@@ -469,7 +469,7 @@ func (t *trees) remove(dir, name string) (string, error) {
 	}
 	defer unix.Close(pfd)
 	var st unix.Stat_t
-	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == unix.ENOENT {
+	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
 		return "unchanged", nil
 	} else if err != nil {
 		return "", err

@@ -56,16 +56,27 @@ func openat2(dirfd int, name string, flags int, resolve uint64) (int, error) {
 	for i := 0; ; i++ {
 		fd, err := unix.Openat2(dirfd, name, how)
 		// openat2 answers EAGAIN when a rename raced the lookup.
-		if (err == unix.EAGAIN || err == unix.EINTR) && i < 16 {
+		if (errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR)) && i < 16 {
 			continue
 		}
 		return fd, err
 	}
 }
 
-// openDir opens the directory rel below dirfd, following no link.
+// openDir opens the directory rel below dirfd, following no link. A link
+// anywhere on the way is ELOOP, the last component included (where
+// O_NOFOLLOW with O_DIRECTORY says ENOTDIR), so that callers tell a link
+// from a file in the way.
 func openDir(dirfd int, rel string) (int, error) {
-	return openat2(dirfd, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, beneathNoLinks)
+	fd, err := openat2(dirfd, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, beneathNoLinks)
+	if errors.Is(err, unix.ENOTDIR) {
+		// Any link before the last component would have been ELOOP.
+		var st unix.Stat_t
+		if unix.Fstatat(dirfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return -1, unix.ELOOP
+		}
+	}
+	return fd, err
 }
 
 // procPath names name in the directory dfd for the l*xattr calls, which
@@ -79,7 +90,7 @@ func procPath(dfd int, name string) string {
 func readEntry(dfd int, name string) (entry, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		if err == unix.ENOENT {
+		if errors.Is(err, unix.ENOENT) {
 			return entry{}, nil
 		}
 		return entry{}, err
@@ -140,7 +151,7 @@ func listXattrs(list func([]byte) (int, error), get func(string, []byte) (int, e
 	var names []byte
 	for {
 		n, err := list(nil)
-		if err == unix.ENOTSUP {
+		if errors.Is(err, unix.ENOTSUP) {
 			return nil, nil
 		}
 		if err != nil {
@@ -151,7 +162,7 @@ func listXattrs(list func([]byte) (int, error), get func(string, []byte) (int, e
 		}
 		names = make([]byte, n)
 		n, err = list(names)
-		if err == unix.ERANGE {
+		if errors.Is(err, unix.ERANGE) {
 			continue // grew since
 		}
 		if err != nil {
@@ -167,7 +178,7 @@ func listXattrs(list func([]byte) (int, error), get func(string, []byte) (int, e
 		}
 		for {
 			n, err := get(k, nil)
-			if err == unix.ENODATA {
+			if errors.Is(err, unix.ENODATA) {
 				break // removed since
 			}
 			if err != nil {
@@ -175,7 +186,7 @@ func listXattrs(list func([]byte) (int, error), get func(string, []byte) (int, e
 			}
 			v := make([]byte, n)
 			n, err = get(k, v)
-			if err == unix.ERANGE {
+			if errors.Is(err, unix.ERANGE) {
 				continue
 			}
 			if err != nil {

@@ -176,12 +176,12 @@ func images(t *testing.T, reg *testregistry.Registry) (a, b, c string) {
 		file{name: "etc/foo", mode: 0o644, body: "foo\n"},
 		file{name: "etc/secret.conf", mode: 0o644, body: "token=a\n"},
 		file{name: "etc/old.conf", mode: 0o644, body: "old\n"})...)
-	bFiles := append(common,
-		file{name: "etc/foo", mode: 0o600, uid: 1000, gid: 1000, body: "foo\n"},
-		file{name: "etc/secret.conf", mode: 0o600, uid: 1000, gid: 1000, body: "token=b\n"},
-		file{name: "etc/systemd/system/strata-live.service", mode: 0o644, body: unitBody},
+	bFiles := slices.Concat(common, []file{
+		{name: "etc/foo", mode: 0o600, uid: 1000, gid: 1000, body: "foo\n"},
+		{name: "etc/secret.conf", mode: 0o600, uid: 1000, gid: 1000, body: "token=b\n"},
+		{name: "etc/systemd/system/strata-live.service", mode: 0o644, body: unitBody},
 		dir("etc/systemd/system/multi-user.target.wants"),
-		file{name: "etc/systemd/system/multi-user.target.wants/strata-live.service", link: unitPath})
+		{name: "etc/systemd/system/multi-user.target.wants/strata-live.service", link: unitPath}})
 	b = push(t, reg, "strata/live:b", append(bFiles,
 		file{name: "etc/chrony.conf", mode: 0o644, body: "server b.example iburst\n"})...)
 	c = push(t, reg, "strata/live:c", append(bFiles,
