@@ -66,7 +66,7 @@ func DeploymentDir(stateroot, checksum string, serial int) string {
 type Change struct {
 	Path string
 	// Action is "written", "linked", "directory", "removed" or
-	// "unchanged" (the live path already was as staged).
+	// "unchanged" (the live path already was as it must be).
 	Action string
 }
 
@@ -115,23 +115,24 @@ func open(host *hostfs.Root, deployment string) (*trees, error) {
 	return t, nil
 }
 
-// step is one path to apply: what the staged deployment has there.
+// step is one path to apply and what it must become.
 type step struct {
 	path string
 	want entry
 }
 
 // Apply writes each of paths (host paths below /etc) into the live /etc
-// exactly as the staged deployment at deployment (a host path, see
-// DeploymentDir) has it: a file's content, a link's target, a
-// directory; owner, mode and xattrs; a path the deployment does not have
-// is removed. It checks every path before it writes any and returns a
-// *RefusedError (possibly among others, errors.Join) when one cannot be
-// applied live: outside /etc, a local modification in the staged
-// deployment (see the package comment), a link on the way, a directory
+// exactly as the image of the staged deployment at deployment (a host
+// path, see DeploymentDir) has it: a file's content, a link's target, a
+// directory; owner and mode from the image's /etc (usr/etc), xattrs from
+// the deployment's etc (see the package comment); a path the image does
+// not have is removed. It checks every path before it writes any and
+// returns a *RefusedError (possibly among others, errors.Join) when one
+// cannot be applied live: outside /etc, a link on the way, a directory
 // in the way, a special file. Files are replaced atomically; missing
-// parent directories are made as the staged deployment has them.
-// Removals come last, deepest first.
+// parent directories are made as the image has them. Removals come last,
+// deepest first. A node's own modification of a path is overwritten:
+// LocalModifications finds those first.
 func Apply(host *hostfs.Root, deployment string, paths []string) ([]Change, error) {
 	var errs []error
 	for _, p := range paths {
@@ -163,7 +164,7 @@ func Apply(host *hostfs.Root, deployment string, paths []string) ([]Change, erro
 	return changes, nil
 }
 
-// plan reads what the staged deployment has at each path and refuses
+// plan reads what the image has at each path and refuses
 // what cannot be applied, before anything is written. Writes come in
 // path order (parents before children), removals after, deepest first.
 func (t *trees) plan(paths []string) ([]step, error) {
@@ -195,29 +196,38 @@ func (t *trees) plan(paths []string) ([]step, error) {
 	return append(writes, removes...), nil
 }
 
+// want is what the live path must be: the image's (usr/etc) type,
+// content, link target, mode and owner, which is what ostree's merge
+// compares, with the staged etc's xattrs where it has the same type
+// there (ostree labelled it for its /etc path), else the image's. A
+// link on the way in either tree is ELOOP.
+func (t *trees) want(p string) (entry, error) {
+	want, err := readIn(t.pristine, p)
+	if err != nil {
+		return entry{}, fmt.Errorf("read %s in the staged deployment's usr/etc: %w", p, err)
+	}
+	staged, err := readIn(t.staged, p)
+	if err != nil {
+		return entry{}, fmt.Errorf("read %s in the staged deployment's etc: %w", p, err)
+	}
+	if want.exists && staged.exists && staged.typ() == want.typ() {
+		want.xattrs = staged.xattrs
+	}
+	return want, nil
+}
+
 func (t *trees) check(p string) (step, error) {
-	want, err := readIn(t.staged, p)
+	want, err := t.want(p)
 	if errors.Is(err, unix.ELOOP) {
-		return step{}, refused(p, "the staged deployment's etc has a link in place of one of its parent directories")
+		return step{}, refused(p, "the staged deployment has a link in place of one of its parent directories")
 	}
 	if err != nil {
-		return step{}, fmt.Errorf("read %s in the staged deployment: %w", p, err)
-	}
-	pristine, err := readIn(t.pristine, p)
-	if errors.Is(err, unix.ELOOP) {
-		return step{}, refused(p, "the image's /usr/etc has a link in place of one of its parent directories")
-	}
-	if err != nil {
-		return step{}, fmt.Errorf("read %s in the staged deployment's usr/etc: %w", p, err)
-	}
-	if diffs, pins := differences(&want, &pristine); pins {
-		return step{}, refused(p, "the staged deployment's /etc carries a local modification of it (against the image's /usr/etc: %s); ostree keeps it over the image at every boot, so written live it would stay pinned",
-			strings.Join(diffs, ", "))
+		return step{}, err
 	}
 	switch want.typ() {
 	case 0, unix.S_IFREG, unix.S_IFLNK, unix.S_IFDIR:
 	default:
-		return step{}, refused(p, "the staged deployment has a special file there")
+		return step{}, refused(p, "the image has a special file there")
 	}
 	// What is live on the way and in place.
 	dir, name := splitRel(p)
@@ -236,7 +246,7 @@ func (t *trees) check(p string) (step, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR && want.exists && want.typ() != unix.S_IFDIR {
-			return step{}, refused(p, "a directory is in its place in the live /etc, where the staged deployment has %s", want.kind())
+			return step{}, refused(p, "a directory is in its place in the live /etc, where the image has %s", want.kind())
 		}
 	} else if !errors.Is(err, unix.ENOENT) {
 		return step{}, fmt.Errorf("stat the live %s: %w", p, err)
@@ -254,6 +264,9 @@ func (t *trees) apply(s step) (string, error) {
 		return "", err
 	}
 	defer unix.Close(pfd)
+	if err := removeTemps(pfd, name); err != nil {
+		return "", err
+	}
 	live, err := readEntry(pfd, name)
 	if err != nil {
 		return "", err
@@ -272,8 +285,8 @@ func (t *trees) apply(s step) (string, error) {
 }
 
 // parent opens the live parent directory dir (relative to /etc), making
-// the missing ones as the staged deployment has them, so that they are
-// no local addition either.
+// the missing ones as the image has them, so that they are no local
+// modification either.
 func (t *trees) parent(dir string) (int, error) {
 	fd, err := openDir(t.live, dir)
 	if !errors.Is(err, unix.ENOENT) {
@@ -289,9 +302,9 @@ func (t *trees) parent(dir string) (int, error) {
 		next, err := openDir(cur, c)
 		if errors.Is(err, unix.ENOENT) {
 			var want entry
-			if want, err = readIn(t.staged, "/etc/"+rel); err == nil {
+			if want, err = t.want("/etc/" + rel); err == nil {
 				if !want.exists || want.typ() != unix.S_IFDIR {
-					err = fmt.Errorf("the staged deployment has no directory /etc/%s", rel)
+					err = fmt.Errorf("the image has no directory /etc/%s", rel)
 				} else {
 					err = makeDir(cur, c, &want, false)
 				}
@@ -309,14 +322,45 @@ func (t *trees) parent(dir string) (int, error) {
 	return cur, nil
 }
 
+// tempPrefix starts the names of name's temporary files.
+func tempPrefix(name string) string {
+	if len(name) > 200 {
+		name = name[:200]
+	}
+	return "." + name + ".strata-live-"
+}
+
 // tempName is a fresh name for a temporary file next to name.
 func tempName(name string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	if len(name) > 200 {
-		name = name[:200]
+	return tempPrefix(name) + hex.EncodeToString(b[:])
+}
+
+// removeTemps removes the temporary files of name that a writer killed
+// before its rename left in dfd: left there, each would be a file the
+// image does not have, which ostree's merge keeps forever. The daemon
+// applies again after a crash, so they go then.
+func removeTemps(dfd int, name string) error {
+	d, err := unix.Dup(dfd)
+	if err != nil {
+		return err
 	}
-	return "." + name + ".strata-live-" + hex.EncodeToString(b[:])
+	f := os.NewFile(uintptr(d), name)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	prefix := tempPrefix(name)
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) && len(n) == len(prefix)+12 {
+			if err := unix.Unlinkat(dfd, n, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("remove the stale temporary file %s: %w", n, err)
+			}
+		}
+	}
+	return nil
 }
 
 // setMeta gives an open file (or directory) want's owner, mode and
@@ -427,7 +471,7 @@ func writeLink(dfd int, name string, want *entry) error {
 
 // makeDir makes name in dfd the directory want, replacing a file or link
 // in its place. A directory made is 0700 until its mode is set, so it is
-// never more open than the staged one.
+// never more open than the image's.
 func makeDir(dfd int, name string, want *entry, exists bool) error {
 	if exists {
 		var st unix.Stat_t

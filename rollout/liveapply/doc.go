@@ -16,22 +16,36 @@
 // /usr/etc differ). A file written live is copied by that merge; the copy
 // is not a local modification of the new deployment only if it equals
 // the new image's /usr/etc file in all of those. A file written with the
-// right content but the booted file's mode or owner is pinned forever.
+// new content but the booted file's mode or owner, where the new image
+// changed those too, is pinned forever.
 //
 // # Which tree is the source
 //
-// The staged deployment's etc/ is what the node is to run; its usr/etc/
-// is the new image's pristine /etc. Apply takes each path from etc/ (its
-// xattrs included: ostree labels etc/ for the /etc paths, so its
-// security.selinux is the right one for the live file, not usr/etc's),
-// and requires it to equal usr/etc/ in everything ostree compares. The
-// two agree on a real bootc host, where a staged deployment's etc/ is a
-// copy of usr/etc/ until ostree-finalize-staged merges it at shutdown.
-// They differ where the deployment was merged at deploy time (a plain
-// `ostree admin deploy`, as the test simulator does) and the node has a
-// local modification of the path: then the path is pinned whatever
-// happens, writing it live would only copy the pin, and Apply refuses it
-// (*RefusedError) so that the caller takes the default disruption.
+// The staged deployment has two: usr/etc, the new image's pristine /etc,
+// and etc, the deployment's own. The type, content, link target, mode
+// and owner come from usr/etc, because equality with it in exactly those
+// is what leaves no local modification after the merge. etc is not a
+// stable source for them: on a real bootc host a staged deployment's etc
+// is a copy of usr/etc until ostree-finalize-staged merges it at
+// shutdown, while a plain `ostree admin deploy` (the test simulator's)
+// merges at deploy time, and its etc then carries every live difference
+// from the booted image, including an earlier live apply's own writes:
+// taken from there, a second live apply before a reboot would write the
+// first one's version back and pin it (TestSecondLiveApplyBeforeReboot).
+// The xattrs come from etc where it has the path with the same type,
+// because ostree labels etc for the /etc paths when it copies usr/etc,
+// so its security.selinux is the right label for the live file; ostree
+// ignores xattrs, so they cannot pin.
+//
+// So a live apply makes the paths it is given what the image has, as a
+// reboot would for a node without local modifications. A node's own
+// modification of one of them is overwritten (a reboot would have kept
+// it); LocalModifications lists those beforehand for a caller that wants
+// to keep them. The paths to give are those that differ between the
+// image the live /etc follows (the booted one, or the last one applied
+// live) and the staged one: ostree merges from the booted deployment, so
+// a path an earlier live apply changed and the new image changes back
+// must be written again.
 //
 // # Safety
 //

@@ -205,11 +205,17 @@ func listXattrs(list func([]byte) (int, error), get func(string, []byte) (int, e
 // modification; xattrs alone are not (ostree ignores them), but a wrong
 // security.selinux label still breaks the services that read the file.
 func differences(live, want *entry) (diffs []string, pins bool) {
+	diffs = ostreeDifferences(live, want)
+	return append(diffs, xattrDifferences(live, want)...), len(diffs) > 0
+}
+
+// ostreeDifferences are the differences ostree's /etc merge sees.
+func ostreeDifferences(live, want *entry) (diffs []string) {
 	if live.exists != want.exists || (live.exists && live.typ() != want.typ()) {
-		return []string{fmt.Sprintf("is %s, want %s", live.kind(), want.kind())}, true
+		return []string{fmt.Sprintf("is %s, want %s", live.kind(), want.kind())}
 	}
 	if !live.exists {
-		return nil, false
+		return nil
 	}
 	if live.typ() == unix.S_IFREG && !bytes.Equal(live.data, want.data) {
 		diffs = append(diffs, fmt.Sprintf("content differs (%d bytes, want %d)", len(live.data), len(want.data)))
@@ -224,7 +230,14 @@ func differences(live, want *entry) (diffs []string, pins bool) {
 	if live.uid != want.uid || live.gid != want.gid {
 		diffs = append(diffs, fmt.Sprintf("owner %d:%d, want %d:%d", live.uid, live.gid, want.uid, want.gid))
 	}
-	pins = len(diffs) > 0
+	return diffs
+}
+
+// xattrDifferences are the differences of xattrs, which ostree ignores.
+func xattrDifferences(live, want *entry) (diffs []string) {
+	if !live.exists || !want.exists || live.typ() != want.typ() {
+		return nil
+	}
 	keys := slices.Sorted(maps.Keys(want.xattrs))
 	for _, k := range slices.Sorted(maps.Keys(live.xattrs)) {
 		if _, ok := want.xattrs[k]; !ok {
@@ -243,7 +256,7 @@ func differences(live, want *entry) (diffs []string, pins bool) {
 			diffs = append(diffs, fmt.Sprintf("xattr %s = %q, want %q", k, lv, wv))
 		}
 	}
-	return diffs, pins
+	return diffs
 }
 
 // splitRel turns a checked host path /etc/a/b into the parent "a" (or

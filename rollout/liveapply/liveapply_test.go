@@ -171,26 +171,38 @@ func TestRefusesPlantedLinks(t *testing.T) {
 	}
 }
 
-// TestRefusesStagedLocalModification: a deployment merged at deploy time
-// carries the node's local modification in its etc; written live it
-// stays pinned, so the path is refused (the caller reboots).
-func TestRefusesStagedLocalModification(t *testing.T) {
+// TestImageWinsOverStagedEtc: a deployment merged at deploy time
+// carries the live /etc's differences from the booted image in its etc;
+// Apply writes the image's version (usr/etc) all the same, with the
+// staged etc's xattrs where the type agrees.
+func TestImageWinsOverStagedEtc(t *testing.T) {
 	host, dir := fakeHost(t)
-	image(t, dir, "same.conf", "same\n")
-	put(t, filepath.Join(dir, fakeDep, "usr/etc/mod.conf"), "image\n", 0o644)
-	put(t, filepath.Join(dir, fakeDep, "etc/mod.conf"), "local\n", 0o644)
-	put(t, filepath.Join(dir, fakeDep, "etc/added.conf"), "local\n", 0o644)
-	put(t, filepath.Join(dir, fakeDep, "usr/etc/gone.conf"), "image\n", 0o644)
-	put(t, filepath.Join(dir, fakeDep, "usr/etc/mode.conf"), "x\n", 0o644)
-	put(t, filepath.Join(dir, fakeDep, "etc/mode.conf"), "x\n", 0o600)
-	for _, p := range []string{"/etc/mod.conf", "/etc/added.conf", "/etc/gone.conf", "/etc/mode.conf"} {
-		_, err := liveapply.Apply(host, fakeDep, []string{"/etc/same.conf", p})
-		if re := refusedPath(t, err); re.Path != p || !strings.Contains(re.Reason, "local modification") {
-			t.Errorf("%s: %v", p, err)
-		}
+	staged := func(rel string) string { return filepath.Join(dir, fakeDep, "etc", rel) }
+	pristine := func(rel string) string { return filepath.Join(dir, fakeDep, "usr/etc", rel) }
+	put(t, pristine("mod.conf"), "image\n", 0o644)
+	put(t, staged("mod.conf"), "local\n", 0o600)
+	if err := unix.Setxattr(staged("mod.conf"), "user.label", []byte("etc_t"), 0); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Lstat(filepath.Join(dir, "etc/same.conf")); !os.IsNotExist(err) {
-		t.Error("/etc/same.conf written though the call was refused")
+	put(t, staged("added.conf"), "local\n", 0o644)
+	put(t, filepath.Join(dir, "etc/added.conf"), "local\n", 0o644)
+	put(t, pristine("gone.conf"), "image\n", 0o644)
+	if _, err := liveapply.ApplyAndVerify(host, fakeDep, []string{"/etc/mod.conf", "/etc/added.conf", "/etc/gone.conf"}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "etc/mod.conf"))
+	if b, _ := os.ReadFile(filepath.Join(dir, "etc/mod.conf")); err != nil || string(b) != "image\n" || fi.Mode().Perm() != 0o644 {
+		t.Errorf("/etc/mod.conf = %q %v (%v), want the image's", b, fi.Mode(), err)
+	}
+	label := make([]byte, 16)
+	if n, err := unix.Getxattr(filepath.Join(dir, "etc/mod.conf"), "user.label", label); err != nil || string(label[:n]) != "etc_t" {
+		t.Errorf("/etc/mod.conf label: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "etc/added.conf")); !os.IsNotExist(err) {
+		t.Error("/etc/added.conf, which the image does not have, is still there")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "etc/gone.conf")); err != nil || string(b) != "image\n" {
+		t.Errorf("/etc/gone.conf = %q (%v), want the image's", b, err)
 	}
 }
 
@@ -264,5 +276,63 @@ func TestVerifyNamesXattrs(t *testing.T) {
 	// Apply fixes both: the extra one is removed.
 	if _, err := liveapply.ApplyAndVerify(host, fakeDep, []string{"/etc/a.conf"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRemovesStaleTemps: a writer killed between its temporary file and
+// the rename leaves the temporary in /etc, a file no image has that
+// ostree's merge would keep; the next Apply of the path removes it.
+func TestRemovesStaleTemps(t *testing.T) {
+	host, dir := fakeHost(t)
+	image(t, dir, "a.conf", "a\n")
+	stale := filepath.Join(dir, "etc/.a.conf.strata-live-0123456789ab")
+	put(t, stale, "half\n", 0o600)
+	other := filepath.Join(dir, "etc/.b.conf.strata-live-0123456789ab")
+	put(t, other, "not a.conf's\n", 0o600)
+	if _, err := liveapply.ApplyAndVerify(host, fakeDep, []string{"/etc/a.conf"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale temporary file left (%v)", err)
+	}
+	if _, err := os.Lstat(other); err != nil {
+		t.Errorf("another path's temporary file removed: %v", err)
+	}
+}
+
+// TestLocalModifications lists what the live /etc has otherwise than an
+// image in ostree's sense: xattrs alone are no local modification.
+func TestLocalModifications(t *testing.T) {
+	host, dir := fakeHost(t)
+	image(t, dir, "same.conf", "same\n")
+	image(t, dir, "edited.conf", "image\n")
+	image(t, dir, "chmod.conf", "x\n")
+	image(t, dir, "deleted.conf", "x\n")
+	image(t, dir, "label.conf", "x\n")
+	put(t, filepath.Join(dir, "etc/same.conf"), "same\n", 0o644)
+	put(t, filepath.Join(dir, "etc/edited.conf"), "admin\n", 0o644)
+	put(t, filepath.Join(dir, "etc/chmod.conf"), "x\n", 0o600)
+	put(t, filepath.Join(dir, "etc/added.conf"), "x\n", 0o644)
+	put(t, filepath.Join(dir, "etc/label.conf"), "x\n", 0o644)
+	if err := unix.Setxattr(filepath.Join(dir, "etc/label.conf"), "user.label", []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := liveapply.LocalModifications(host, fakeDep, []string{
+		"/etc/same.conf", "/etc/edited.conf", "/etc/chmod.conf", "/etc/added.conf", "/etc/deleted.conf", "/etc/label.conf", "/etc/none.conf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range ms {
+		got = append(got, m.String())
+	}
+	want := []string{
+		"/etc/edited.conf: content differs (6 bytes, want 6)",
+		"/etc/chmod.conf: mode 0600, want 0644",
+		"/etc/added.conf: is a file, want absent",
+		"/etc/deleted.conf: is absent, want a file",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("local modifications:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

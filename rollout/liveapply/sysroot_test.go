@@ -389,3 +389,68 @@ func TestVerifyCatchesContentOnlyWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondLiveApplyBeforeReboot pins the contract for a second live
+// apply before any reboot: ostree still merges from the booted A, so the
+// paths to apply are those that differ between the image the live /etc
+// follows (B, applied live) and the new one (D, which reverts
+// chrony.conf to A's), not between A and D. Applied by diff(B, D), the
+// node boots D with nothing pinned; by diff(A, D), which leaves out
+// chrony.conf, B's chrony.conf stays live, and ostree pins it.
+func TestSecondLiveApplyBeforeReboot(t *testing.T) {
+	ctx := context.Background()
+	reg := testregistry.Start(t, "")
+	a, b, _ := images(t, reg)
+	// D is B with A's chrony.conf.
+	d := push(t, reg, "strata/live:d",
+		dir("etc/systemd"), dir("etc/systemd/system"),
+		file{name: "etc/keep.conf", mode: 0o644, body: "keep\n"},
+		file{name: "etc/foo", mode: 0o600, uid: 1000, gid: 1000, body: "foo\n"},
+		file{name: "etc/secret.conf", mode: 0o600, uid: 1000, gid: 1000, body: "token=b\n"},
+		file{name: "etc/systemd/system/strata-live.service", mode: 0o644, body: unitBody},
+		dir("etc/systemd/system/multi-user.target.wants"),
+		file{name: "etc/systemd/system/multi-user.target.wants/strata-live.service", link: unitPath},
+		file{name: "etc/chrony.conf", mode: 0o644, body: "server a.example iburst\n"})
+	for _, tc := range []struct {
+		name   string
+		paths  []string
+		pinned bool
+	}{
+		{name: "diff from the live image", paths: []string{"/etc/chrony.conf"}},
+		{name: "diff from the booted image", paths: nil, pinned: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t)
+			if err := n.sim.Init(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := n.sim.Switch(ctx, b, bootcsim.SwitchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			host := n.openHost(t)
+			if _, err := liveapply.ApplyAndVerify(host, n.staged(t), changed); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := n.sim.Switch(ctx, d, bootcsim.SwitchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := liveapply.ApplyAndVerify(host, n.staged(t), tc.paths); err != nil {
+				t.Fatal(err)
+			}
+			if err := n.sim.Reboot(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s, listed := n.configDiff(t)["/etc/chrony.conf"]
+			if listed != tc.pinned {
+				t.Errorf("config-diff lists /etc/chrony.conf: %v (%s), want %v", listed, s, tc.pinned)
+			}
+			want := "server a.example iburst\n"
+			if tc.pinned {
+				want = "server b.example iburst\n"
+			}
+			if got := readLive(t, n, "/etc/chrony.conf"); got != want {
+				t.Errorf("/etc/chrony.conf = %q, want %q", got, want)
+			}
+		})
+	}
+}
