@@ -234,7 +234,7 @@ func (t *trees) check(p string) (step, error) {
 	pfd, err := openDir(t.live, dir)
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return step{path: p, want: want}, nil // parents are made as staged
+		return step{path: p, want: want}, nil // parents are made as the image has them
 	case errors.Is(err, unix.ELOOP):
 		return step{}, refused(p, "the live /etc has a link in place of one of its parent directories, which the writer does not follow")
 	case errors.Is(err, unix.ENOTDIR):
