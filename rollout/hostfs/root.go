@@ -232,6 +232,19 @@ func (r *Root) WriteFile(p string, data []byte, mode os.FileMode, uid, gid int) 
 	return nil
 }
 
+// OpenDir opens the host directory p for reading, looked up as every
+// write of the package looks its directory up (chase): links are
+// followed only inside the root and only when systemd-tmpfiles would
+// follow them. Other packages that write under a host directory start
+// from it.
+func (r *Root) OpenDir(p string) (*os.File, error) {
+	fd, err := r.openDir(p)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), path.Join(r.path, path.Clean("/"+p))), nil
+}
+
 // ReadFile reads the host file p, following links only inside the root.
 func (r *Root) ReadFile(p string) ([]byte, error) {
 	fd, err := r.open(p, unix.O_RDONLY)

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/strata-dev/strata/rollout/unitaction"
 )
 
 func TestLineWriterPrefixesWholeLines(t *testing.T) {
@@ -108,5 +110,37 @@ func TestKillDaemonKillsItsProcessGroup(t *testing.T) {
 	}
 	if err := c.Err(); err != nil {
 		t.Errorf("a kill by the harness reported as an error: %v", err)
+	}
+}
+
+// TestSystemctlShimRecordsActions: the simulated systemctl records the
+// actions unitaction runs after a live apply in the node's SystemctlLog
+// (the daemon's environment names the node), and fails what it does not
+// simulate.
+func TestSystemctlShimRecordsActions(t *testing.T) {
+	c := &Cluster{cfg: Config{Dir: t.TempDir(), BootcSim: "/bin/false"}}
+	bin, err := c.shims()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	t.Setenv("BOOTC_SIM_ROOT", root)
+	s := &unitaction.Systemd{Systemctl: []string{filepath.Join(bin, "systemctl")}}
+	if err := s.Run(context.Background(), []unitaction.Action{
+		{Kind: unitaction.DaemonReload},
+		{Kind: unitaction.Reload, Unit: "crio.service"},
+		{Kind: unitaction.Restart, Unit: "chronyd.service"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command(filepath.Join(bin, "systemctl"), "stop", "kubelet.service").Run(); err == nil {
+		t.Error("systemctl stop succeeded; it is not simulated")
+	}
+	data, err := os.ReadFile(filepath.Join(root, SystemctlLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "daemon-reload\nreload crio.service\nrestart chronyd.service\n"; string(data) != want {
+		t.Errorf("log %q, want %q", data, want)
 	}
 }

@@ -40,19 +40,28 @@ func bootCheckEnabled(root string) bool {
 	return err == nil && fi.Mode()&0o111 != 0
 }
 
+// SystemctlLog, under a node's root, records the daemon-reload, reload
+// and restart calls of the simulated systemctl, one line each, for the
+// current boot (the simulated boot empties /run).
+const SystemctlLog = "/run/strata-sim/systemctl.log"
+
 // shims writes, once, the bootc and systemctl that the node's boot-time
 // processes find on PATH: bootc is bootc-sim on the node's root (the
 // environment names it), `systemctl reboot` asks the harness for the
-// reboot, as the daemon's reboot command does. Anything else systemctl
-// is asked fails: the simulator does not have it.
+// reboot, as the daemon's reboot command does; daemon-reload, reload and
+// restart succeed and are recorded in SystemctlLog, for the tests of a
+// live apply's actions. Anything else systemctl is asked fails: the
+// simulator does not have it.
 func (c *Cluster) shims() (string, error) {
 	c.shimOnce.Do(func() {
 		dir := filepath.Join(c.cfg.Dir, ".systemd-bin")
 		c.shimErr = os.MkdirAll(dir, 0o755)
 		q := "'" + strings.ReplaceAll(c.cfg.BootcSim, "'", `'\''`) + "'"
 		for name, body := range map[string]string{
-			"bootc":     "exec " + q + " \"$@\"\n",
-			"systemctl": "case \"$*\" in\nreboot) exec " + q + " sim request-reboot ;;\nesac\necho \"simulated systemctl: $* is not simulated\" >&2\nexit 1\n",
+			"bootc": "exec " + q + " \"$@\"\n",
+			"systemctl": "case \"$*\" in\nreboot) exec " + q + " sim request-reboot ;;\n" +
+				"daemon-reload|'reload '*|'restart '*)\n\tlog=\"${BOOTC_SIM_ROOT:?}" + SystemctlLog + "\"\n\tmkdir -p \"${log%/*}\" && echo \"$*\" >>\"$log\"\n\texit ;;\n" +
+				"esac\necho \"simulated systemctl: $* is not simulated\" >&2\nexit 1\n",
 		} {
 			if c.shimErr == nil {
 				c.shimErr = os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body), 0o755)
