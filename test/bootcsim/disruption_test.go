@@ -196,6 +196,14 @@ func TestLockedStaging(t *testing.T) {
 	if _, err := s.Switch(ctx, two.Ref, bootcsim.SwitchOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// bootc issue 2425: switch --download-only to the image already
+	// staged unlocked changes nothing, the lock included.
+	if changed, err := s.Switch(ctx, two.Ref, bootcsim.SwitchOptions{DownloadOnly: true}); err != nil || changed {
+		t.Fatalf("switch --download-only to the staged image: changed %v, %v", changed, err)
+	}
+	if h := status(t, s); h.Status.Staged.DownloadOnly {
+		t.Fatal("switch --download-only locked the deployment staged unlocked")
+	}
 	if err := s.Crash(ctx); err != nil {
 		t.Fatal(err)
 	}

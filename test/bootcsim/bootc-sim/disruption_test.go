@@ -54,7 +54,13 @@ func TestDaemonClientOnTheSimulator(t *testing.T) {
 		t.Fatalf("after a refused switch: %v, staged %+v", err, h.Status.Staged)
 	}
 
+	if r := cli(t, "switch", "--from-downloaded"); r.code != 2 || !strings.Contains(r.stderr, "unexpected argument '--from-downloaded'") {
+		t.Fatalf("1.16 switch --from-downloaded: %+v", r)
+	}
 	mustCLI(t, "sim", "bootc-version", string(bootcsim.VersionMain))
+	if out := mustCLI(t, "sim", "bootc-version"); out != "main\n" {
+		t.Fatalf("sim bootc-version printed %q", out)
+	}
 	if caps, err = c.Capabilities(ctx); err != nil || !caps.LockedStaging() || !caps.SoftReboot {
 		t.Fatalf("main capabilities %+v, %v", caps, err)
 	}
@@ -80,6 +86,9 @@ func TestDaemonClientOnTheSimulator(t *testing.T) {
 		t.Fatalf("reboot request %q, want a soft reboot", got)
 	}
 	mustCLI(t, "sim", "soft-reboot")
+	if r := cli(t, "switch", "--from-downloaded"); r.code != 1 || !strings.Contains(r.stderr, "No staged deployment found") {
+		t.Fatalf("main switch --from-downloaded with nothing staged: %+v", r)
+	}
 	if n, err := sc.SoftRebootCount(ctx); err != nil || n != 1 {
 		t.Fatalf("count %d, %v after a soft reboot", n, err)
 	}
