@@ -111,3 +111,28 @@ func TestDaemonClientOnTheSimulator(t *testing.T) {
 		t.Fatalf("an unknown option: %+v", r)
 	}
 }
+
+// TestInitBootcVersion: the release is chosen at install, as simnode's
+// Config.BootcVersion does; one the simulator does not model is refused
+// before anything is installed.
+func TestInitBootcVersion(t *testing.T) {
+	reg := testregistry.Start(t, "")
+	ref, _ := pushImage(t, reg, "strata/iv:1", map[string]string{"etc/iv.conf": "1\n"})
+	root := filepath.Join(t.TempDir(), "node")
+	t.Cleanup(func() {
+		if err := bootcsim.Cleanup(root); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	sr := "--sim-root=" + root
+	if r := cli(t, sr, "sim", "init", ref, "--bootc-version", "1.17"); r.code != 1 || !strings.Contains(r.stderr, "not simulated") {
+		t.Fatalf("init with an unknown release: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(root, ".bootc-sim")); err == nil {
+		t.Fatal("a refused init installed the node")
+	}
+	mustCLI(t, sr, "sim", "init", ref, "--bootc-version", "main")
+	if out := mustCLI(t, sr, "sim", "bootc-version"); out != "main\n" {
+		t.Fatalf("release %q, want main", out)
+	}
+}
