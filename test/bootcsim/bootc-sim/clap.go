@@ -27,16 +27,17 @@ func clapUnexpected(cmd *cobra.Command, arg string) error {
 		arg, arg, arg, clapUsage(cmd))}
 }
 
-// clapConflict is clap's refusal of two options that exclude each other.
-func clapConflict(cmd *cobra.Command, a, b string) error {
-	return &exitError{code: 2, msg: fmt.Sprintf("error: the argument '%s' cannot be used with '%s'\n\n%s\n\nFor more information, try '--help'.", a, b, clapUsage(cmd))}
+// clapConflict is clap's refusal of --download-only with an option it
+// excludes.
+func clapConflict(cmd *cobra.Command, other string) error {
+	return &exitError{code: 2, msg: fmt.Sprintf("error: the argument '--download-only' cannot be used with '%s'\n\n%s\n\nFor more information, try '--help'.", other, clapUsage(cmd))}
 }
 
 // clapMissingTarget is clap's refusal of a switch without exactly one
 // target.
-func clapMissingTarget(cmd *cobra.Command, n int) error {
-	if n > 1 {
-		return clapUnexpected(cmd, "ARGS")
+func clapMissingTarget(cmd *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return clapUnexpected(cmd, args[1])
 	}
 	return &exitError{code: 2, msg: "error: the following required arguments were not provided:\n  <TARGET>\n\n" + clapUsage(cmd) + "\n\nFor more information, try '--help'."}
 }

@@ -150,8 +150,11 @@ sysroot; the "sim" commands install, reboot and health-check the node.`,
 			if err != nil {
 				return err
 			}
-			if opts.DownloadOnly && (opts.Apply || switchFromDownloaded) {
-				return clapConflict(cmd, "--download-only", map[bool]string{true: "--apply", false: "--from-downloaded"}[opts.Apply])
+			switch {
+			case opts.DownloadOnly && opts.Apply:
+				return clapConflict(cmd, "--apply")
+			case opts.DownloadOnly && switchFromDownloaded:
+				return clapConflict(cmd, "--from-downloaded")
 			}
 			if switchFromDownloaded {
 				// The target is optional then (PR 2342), and ignored.
@@ -161,7 +164,7 @@ sysroot; the "sim" commands install, reboot and health-check the node.`,
 				return s.Upgrade(cmd.Context(), bootcsim.UpgradeOptions{FromDownloaded: true, Apply: opts.Apply, SoftReboot: mode})
 			}
 			if len(args) != 1 {
-				return clapMissingTarget(cmd, len(args))
+				return clapMissingTarget(cmd, args)
 			}
 			opts.SoftReboot = mode
 			_, err = s.Switch(cmd.Context(), args[0], opts)
@@ -204,9 +207,9 @@ sysroot; the "sim" commands install, reboot and health-check the node.`,
 			}
 			switch {
 			case up.DownloadOnly && up.Apply:
-				return clapConflict(cmd, "--download-only", "--apply")
+				return clapConflict(cmd, "--apply")
 			case up.DownloadOnly && up.FromDownloaded:
-				return clapConflict(cmd, "--download-only", "--from-downloaded")
+				return clapConflict(cmd, "--from-downloaded")
 			}
 			s, err := sim()
 			if err != nil {
