@@ -1,6 +1,8 @@
 // Package bootc drives the host's bootc command and reads its status: the
-// few commands the Strata daemon needs (status, switch, rollback) and the
-// BootcHost document `bootc status --format=json` prints. The document's
+// few commands the Strata daemon needs (status; switch, plain, locked or
+// applied with a soft reboot; lock and apply a downloaded deployment;
+// rollback; which of these options this bootc has), systemd's count of
+// soft reboots, and the BootcHost document `bootc status --format=json` prints. The document's
 // types are the only Go declaration of it: the bootc simulator
 // (test/bootcsim) writes its status with them, so they encode as
 // bootc 1.16 does (a key bootc always writes is never omitted, an absent
@@ -88,11 +90,21 @@ type HostStatus struct {
 
 // BootEntry is one deployment.
 type BootEntry struct {
-	Image             *ImageStatus  `json:"image"`
-	CachedUpdate      *ImageStatus  `json:"cachedUpdate"`
-	Incompatible      bool          `json:"incompatible"`
-	Pinned            bool          `json:"pinned"`
-	DownloadOnly      bool          `json:"downloadOnly"`
+	Image        *ImageStatus `json:"image"`
+	CachedUpdate *ImageStatus `json:"cachedUpdate"`
+	Incompatible bool         `json:"incompatible"`
+	Pinned       bool         `json:"pinned"`
+	// DownloadOnly is true on a staged deployment that no reboot applies
+	// (switch or upgrade --download-only) until `bootc upgrade
+	// --from-downloaded`. bootc computes it as "staged and finalization
+	// locked", so only the staged entry has it.
+	DownloadOnly bool `json:"downloadOnly"`
+	// SoftRebootCapable is true when, relative to the booted deployment,
+	// this one can be soft-rebooted into: same kernel, initramfs, kernel
+	// arguments and SELinux policy. bootc 1.16 does not see a change of
+	// the image's kargs.d here (bootc issue 1350), so a kernel-argument
+	// change must not be trusted to this flag. Older bootc releases do
+	// not write it (false).
 	SoftRebootCapable bool          `json:"softRebootCapable"`
 	Store             *string       `json:"store"`
 	Ostree            *OstreeStatus `json:"ostree"`

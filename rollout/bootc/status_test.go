@@ -17,6 +17,7 @@ func TestParse(t *testing.T) {
 		rollbackQueued            bool
 		bootedDigest, specImage   string
 		stagedVersion, bootedArch string
+		stagedSoft, stagedLocked  bool
 	}{{
 		file:          "status-v1.json",
 		booted:        "quay.io/example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111",
@@ -25,6 +26,9 @@ func TestParse(t *testing.T) {
 		specImage:     "quay.io/example/os:42",
 		stagedVersion: "42.20250101",
 		bootedArch:    "amd64",
+		// A soft-reboot capable deployment staged download-only.
+		stagedSoft:   true,
+		stagedLocked: true,
 	}, {
 		file:         "status-v1alpha1.json",
 		booted:       "registry.example.com:5000/os@sha256:3333333333333333333333333333333333333333333333333333333333333333",
@@ -59,6 +63,12 @@ func TestParse(t *testing.T) {
 			}
 			if tc.stagedVersion != "" && st.Staged.Image.Version != tc.stagedVersion {
 				t.Errorf("staged version %q, want %q", st.Staged.Image.Version, tc.stagedVersion)
+			}
+			if st.Staged != nil && (st.Staged.SoftRebootCapable != tc.stagedSoft || st.Staged.DownloadOnly != tc.stagedLocked) {
+				t.Errorf("staged softRebootCapable %v downloadOnly %v, want %v %v", st.Staged.SoftRebootCapable, st.Staged.DownloadOnly, tc.stagedSoft, tc.stagedLocked)
+			}
+			if st.Booted.SoftRebootCapable || st.Booted.DownloadOnly {
+				t.Errorf("booted softRebootCapable %v downloadOnly %v, want false false", st.Booted.SoftRebootCapable, st.Booted.DownloadOnly)
 			}
 			if st.Booted.Image.Architecture != tc.bootedArch {
 				t.Errorf("booted architecture %q, want %q", st.Booted.Image.Architecture, tc.bootedArch)

@@ -19,6 +19,7 @@
 //	.bootc-sim/state.json    what the simulator recorded (booted deployment,
 //	                         image metadata, images marked failing)
 //	.bootc-sim/boot_id       a new random UUID at each simulated boot
+//	run/nextroot             a prepared soft reboot's target deployment
 //
 // How the bootc states map onto ostree: the order of the deployments is
 // ostree's (its boot loader entries), index 0 being the next boot.
@@ -33,7 +34,25 @@
 // deployment. Reboot then finalizes the staged deployment as ostree does at
 // shutdown: it deploys the same commit again, with the same kernel
 // arguments and origin, so that the three-way merge takes the booted /etc
-// as it is at the reboot, and drops the first copy. The booted deployment's
+// as it is at the reboot, and drops the first copy. A download-only
+// (finalization locked) staged deployment carries a second marker; no
+// reboot finalizes it, and like ostree the simulator then drops it. A
+// crash (power loss) finalizes nothing. --from-downloaded removes the
+// marker.
+//
+// Soft reboot: a deployment is soft-reboot capable when its boot loader
+// entry names the booted one's kernel and initramfs (ostree's bootcsum)
+// and it has the same kernel arguments less those of the images'
+// kargs.d, which bootc 1.16 does not compare (bootc issue 1350).
+// --soft-reboot prepares run/nextroot, --apply leaves a soft-reboot
+// request, and the soft reboot finalizes the staged deployment, boots it
+// with the same boot id and counts it in the state (systemd's
+// SoftRebootsCount, which a full boot resets). "sim systemctl" answers
+// `systemctl show -p SoftRebootsCount` from it.
+//
+// Each node runs one bootc release (sim bootc-version): 1.16.9, whose
+// switch refuses --download-only as clap refuses an unknown argument and
+// whose help does not list it, or main, whose switch has it. The booted deployment's
 // serial therefore differs from the serial the staged one showed.
 //
 // The deployment order is changed (Rollback) by rewriting the version

@@ -37,6 +37,11 @@ type deployment struct {
 	// Kargs are the kernel arguments of its boot loader entry, without
 	// the ostree= argument ostree adds itself.
 	Kargs []string
+	// Kernel is the entry's kernel and initramfs ("linux" and "initrd"
+	// lines): ostree names their directory after the checksum of both
+	// (its bootcsum), so two deployments boot the same kernel and
+	// initramfs exactly when these are equal.
+	Kernel string
 
 	entry   string // its boot loader entry file
 	version int    // the entry's version; the highest boots first
@@ -116,7 +121,7 @@ func (s *Sim) readEntry(path string) (*deployment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("boot loader entry %s: version %q: %w", path, fields["version"], err)
 	}
-	d := &deployment{entry: path, version: version}
+	d := &deployment{entry: path, version: version, Kernel: fields["linux"] + " " + fields["initrd"]}
 	var bootLink string
 	for _, arg := range splitKargs(fields["options"]) {
 		if v, ok := strings.CutPrefix(arg, "ostree="); ok {
@@ -318,17 +323,22 @@ func splitKargs(line string) []string {
 }
 
 // origin is the content of a deployment's origin file, as bootc writes
-// it, plus the simulator's staged marker.
+// it, plus the simulator's staged and locked markers.
 type origin struct {
 	// Image is the pull spec; empty when the deployment has no image.
 	Image  string
 	Staged bool
+	// Locked is a staged deployment's finalization lock (download-only):
+	// no shutdown finalizes it. ostree keeps the lock beside its staged
+	// flag, in /run.
+	Locked bool
 }
 
 const (
 	originImageKey   = "container-image-reference"
 	originImageType  = "ostree-unverified-registry:"
 	originStagedLine = "staged=true"
+	originLockedLine = "download-only=true"
 )
 
 func (o origin) String() string {
@@ -337,8 +347,17 @@ func (o origin) String() string {
 		// Marks a deployment Switch wrote that no simulated boot has
 		// finalized yet (ostree's own staged flag needs a booted system).
 		s += "\n[bootc-sim]\n" + originStagedLine + "\n"
+		if o.Locked {
+			s += originLockedLine + "\n"
+		}
 	}
 	return s
+}
+
+// writeOrigin replaces d's origin file, as ostree admin set-origin does:
+// it lies beside the (immutable) deployment directory.
+func writeOrigin(d deployment, o origin) error {
+	return writeFileAtomic(d.Dir+".origin", []byte(o.String()), 0o644)
 }
 
 func readOrigin(d deployment) (origin, error) {
@@ -359,6 +378,8 @@ func readOrigin(d deployment) (origin, error) {
 			}
 		case group == "bootc-sim" && line == originStagedLine:
 			o.Staged = true
+		case group == "bootc-sim" && line == originLockedLine:
+			o.Locked = true
 		}
 	}
 	return o, nil

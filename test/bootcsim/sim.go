@@ -43,6 +43,15 @@ type SwitchOptions struct {
 	// Retain is bootc's --retain (keep the booted image's reference).
 	// The simulator keeps the image of every deployment anyway.
 	Retain bool
+	// DownloadOnly stages the deployment locked: no reboot applies it
+	// until --from-downloaded. Only VersionMain's switch has it.
+	DownloadOnly bool
+	// Apply is --apply: reboot into the new deployment at once (the
+	// simulator leaves the request for the harness, see RequestReboot).
+	Apply bool
+	// SoftReboot is --soft-reboot: prepare a soft reboot into the new
+	// deployment when it is capable; "required" fails when it is not.
+	SoftReboot bootc.SoftRebootMode
 }
 
 // links from the node's root into var, as on an image-mode OS.
@@ -162,11 +171,8 @@ func (s *Sim) Init(ctx context.Context, image string) error {
 // boot finishes a simulated boot into d: the root's etc and usr links,
 // an empty /run and a new boot id (last: it is what tells a reboot).
 func (s *Sim) boot(d deployment) error {
-	rel := filepath.Join("sysroot", "ostree", "deploy", stateroot, "deploy", d.Name)
-	for _, dir := range []string{"etc", "usr"} {
-		if err := replaceSymlink(filepath.Join(rel, dir), filepath.Join(s.Root, dir)); err != nil {
-			return err
-		}
+	if err := s.linkRoot(d); err != nil {
+		return err
 	}
 	run := filepath.Join(s.Root, "run")
 	if err := os.RemoveAll(run); err != nil {
@@ -179,6 +185,17 @@ func (s *Sim) boot(d deployment) error {
 		return err
 	}
 	return writeFileAtomic(s.BootIDFile(), []byte(newBootID()+"\n"), 0o444)
+}
+
+// linkRoot points the root's etc and usr at deployment d.
+func (s *Sim) linkRoot(d deployment) error {
+	rel := filepath.Join("sysroot", "ostree", "deploy", stateroot, "deploy", d.Name)
+	for _, dir := range []string{"etc", "usr"} {
+		if err := replaceSymlink(filepath.Join(rel, dir), filepath.Join(s.Root, dir)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // copyVar copies the image's /var into the shared /var, never replacing
@@ -330,6 +347,10 @@ func (s *Sim) Status(ctx context.Context) (*bootc.Host, error) {
 			Ostree: &bootc.OstreeStatus{Stateroot: stateroot, Checksum: d.Checksum, DeploySerial: d.Serial},
 		}
 		o := v.origins[d.Name]
+		// bootc: download-only is "staged and finalization locked";
+		// soft-reboot capable is relative to the booted deployment.
+		e.DownloadOnly = d == v.staged && o.Locked
+		e.SoftRebootCapable = softRebootCapable(st, v, d)
 		if o.Image == "" {
 			return e
 		}
@@ -366,30 +387,26 @@ func (s *Sim) Status(ctx context.Context) (*bootc.Host, error) {
 
 // Switch is `bootc switch`: pull image and stage it for the next boot.
 // Switching to the image the spec already names prints "Image
-// specification is unchanged." and changes nothing (changed is false).
+// specification is unchanged." and changes nothing (changed is false),
+// whatever the options (bootc issue 2425: not even a lock).
 func (s *Sim) Switch(ctx context.Context, image string, opts SwitchOptions) (changed bool, err error) {
 	if opts.Transport != "" && opts.Transport != bootc.TransportRegistry {
 		return false, fmt.Errorf("transport %q is not supported by the simulator (only %s)", opts.Transport, bootc.TransportRegistry)
+	}
+	if err := checkSoftRebootMode(opts.SoftReboot); err != nil {
+		return false, err
 	}
 	ref, err := canonicalReference(image)
 	if err != nil {
 		return false, err
 	}
-	if _, err := os.Stat(s.simDir()); errors.Is(err, fs.ErrNotExist) {
-		return false, ErrNotInitialized
-	}
-	unlock, err := s.lock(true)
+	st, v, unlock, err := s.open()
 	if err != nil {
 		return false, err
 	}
 	defer unlock()
-	st, err := s.loadState()
-	if err != nil {
-		return false, err
-	}
-	v, err := s.view(st)
-	if err != nil {
-		return false, err
+	if opts.DownloadOnly && !st.version().SwitchDownloadOnly() {
+		return false, fmt.Errorf("bootc %s: switch has no --download-only", st.version())
 	}
 	spec := v.origins[v.booted.Name].Image
 	if v.staged != nil {
@@ -399,49 +416,61 @@ func (s *Sim) Switch(ctx context.Context, image string, opts SwitchOptions) (cha
 		fmt.Fprintln(s.out(), "Image specification is unchanged.")
 		return false, nil
 	}
+	if err := s.stage(ctx, st, v, ref, opts.DownloadOnly); err != nil {
+		return false, err
+	}
+	return true, s.finishStage(ctx, st, opts.SoftReboot, opts.Apply)
+}
 
+// stage pulls ref and deploys it as the staged deployment (locked:
+// download-only), replacing a staged one, with bootc's kernel arguments.
+func (s *Sim) stage(ctx context.Context, st *state, v *view, ref string, locked bool) error {
 	p, err := s.pull(ctx, st, ref)
 	if err != nil {
-		return false, err
+		return err
 	}
 	// Saved before the deploy: status needs the metadata of what is
 	// deployed, whenever this is killed.
 	if err := s.saveState(st); err != nil {
-		return false, err
+		return err
 	}
 	booted, err := s.bootFirst(ctx, v)
 	if err != nil {
-		return false, err
+		return err
 	}
 	bootedRoot, err := os.OpenRoot(booted.Dir)
 	if err != nil {
-		return false, err
+		return err
 	}
 	oldKargs, err := readImageKargs(bootedRoot, HostArch())
 	_ = bootedRoot.Close()
 	if err != nil {
-		return false, fmt.Errorf("kernel arguments of the booted image: %w", err)
+		return fmt.Errorf("kernel arguments of the booted image: %w", err)
 	}
 	kargs := mergeKargs(booted.Kargs, oldKargs, p.Info.Kargs)
-	if _, err := s.deploy(ctx, p.Checksum, kargs, origin{Image: ref, Staged: true}.String()); err != nil {
-		return false, err
+	if _, err := s.deploy(ctx, p.Checksum, kargs, origin{Image: ref, Staged: true, Locked: locked}.String()); err != nil {
+		return err
 	}
 	// Staged, booted and rollback stay; older deployments go.
 	if err := s.prune(ctx, 3); err != nil {
-		return false, err
+		return err
 	}
 	if err := s.gcRefs(ctx, st); err != nil {
-		return false, err
+		return err
 	}
 	if err := s.saveState(st); err != nil {
-		return false, err
+		return err
 	}
-	fmt.Fprintf(s.out(), "Queued for next boot: %s\n", ref)
+	if locked {
+		fmt.Fprintf(s.out(), "Image downloaded, but will not be applied on reboot: %s\n", ref)
+	} else {
+		fmt.Fprintf(s.out(), "Queued for next boot: %s\n", ref)
+	}
 	if p.Info.Version != "" {
 		fmt.Fprintf(s.out(), "  Version: %s\n", p.Info.Version)
 	}
 	fmt.Fprintf(s.out(), "  Digest: %s\n", p.Info.Digest)
-	return true, nil
+	return nil
 }
 
 // bootFirst drops the staged deployment and puts the booted one first
@@ -544,11 +573,23 @@ func (s *Sim) Rollback(ctx context.Context) error {
 	return nil
 }
 
-// Reboot simulates a reboot: ostree finalizes the staged deployment (it
-// deploys it again, merging /etc from the booted deployment as it is now)
-// and the first deployment boots. The root's etc and usr links move to it,
-// /run is emptied, a new boot id is written and a reboot request removed.
-func (s *Sim) Reboot(ctx context.Context) error {
+// Reboot simulates a clean reboot (the daemon's, or another reboot
+// manager's): at shutdown ostree finalizes an unlocked staged deployment
+// (it deploys it again, merging /etc from the booted deployment as it is
+// now) and the first deployment boots. A locked (download-only) staged
+// deployment is not finalized, and ostree drops an unfinalized staged
+// deployment: the booted one boots again and the download is gone. The
+// root's etc and usr links move, /run is emptied, a new boot id is
+// written, the soft-reboot count starts again from 0 and a reboot
+// request is removed.
+func (s *Sim) Reboot(ctx context.Context) error { return s.reboot(ctx, false) }
+
+// Crash simulates an unplanned reboot without a shutdown (power loss,
+// kernel panic, watchdog): nothing is finalized, so any staged
+// deployment, locked or not, is dropped and the first deployment boots.
+func (s *Sim) Crash(ctx context.Context) error { return s.reboot(ctx, true) }
+
+func (s *Sim) reboot(ctx context.Context, crash bool) error {
 	st, v, unlock, err := s.open()
 	if err != nil {
 		return err
@@ -556,17 +597,17 @@ func (s *Sim) Reboot(ctx context.Context) error {
 	defer unlock()
 	next := v.deps[0]
 	if v.staged != nil {
-		staged := *v.staged
-		o := v.origins[staged.Name]
-		o.Staged = false
-		if _, err := s.bootFirst(ctx, v); err != nil {
-			return err
+		if crash || v.origins[v.staged.Name].Locked {
+			next, err = s.dropStaged(ctx, v)
+		} else {
+			next, err = s.finalize(ctx, v)
 		}
-		if next, err = s.deploy(ctx, staged.Checksum, staged.Kargs, o.String()); err != nil {
-			return fmt.Errorf("finalize the staged deployment: %w", err)
+		if err != nil {
+			return err
 		}
 	}
 	st.Booted = next.Name
+	st.SoftReboots = 0
 	if err := s.saveState(st); err != nil {
 		return err
 	}
@@ -583,13 +624,53 @@ func (s *Sim) Reboot(ctx context.Context) error {
 	return s.boot(next)
 }
 
+// finalize does what ostree does with the staged deployment at shutdown:
+// it deploys it again, so that /etc merges from the booted deployment as
+// it is now, and drops the first copy. It returns the final deployment.
+func (s *Sim) finalize(ctx context.Context, v *view) (deployment, error) {
+	staged := *v.staged
+	o := v.origins[staged.Name]
+	o.Staged, o.Locked = false, false
+	if _, err := s.bootFirst(ctx, v); err != nil {
+		return deployment{}, err
+	}
+	d, err := s.deploy(ctx, staged.Checksum, staged.Kargs, o.String())
+	if err != nil {
+		return deployment{}, fmt.Errorf("finalize the staged deployment: %w", err)
+	}
+	return d, nil
+}
+
+// dropStaged removes the staged deployment, as ostree cleans up one that
+// was never finalized, and returns the deployment that boots next.
+func (s *Sim) dropStaged(ctx context.Context, v *view) (deployment, error) {
+	if err := s.undeploy(ctx, v.staged.Name); err != nil {
+		return deployment{}, err
+	}
+	deps, err := s.deployments()
+	if err != nil {
+		return deployment{}, err
+	}
+	if len(deps) == 0 {
+		return deployment{}, errors.New("no deployment left to boot")
+	}
+	return deps[0], nil
+}
+
 // RequestReboot is what the simulated node's reboot command does: it
 // leaves a request for the harness, which performs the reboot (Reboot).
-func (s *Sim) RequestReboot() error {
+func (s *Sim) RequestReboot() error { return s.request(RebootFull) }
+
+// RequestSoftReboot is what `systemctl soft-reboot` does on a simulated
+// node: it leaves a request for the harness, which performs the soft
+// reboot (SoftReboot).
+func (s *Sim) RequestSoftReboot() error { return s.request(RebootSoft) }
+
+func (s *Sim) request(kind RebootKind) error {
 	if _, err := os.Stat(s.simDir()); errors.Is(err, fs.ErrNotExist) {
 		return ErrNotInitialized
 	}
-	return writeFileAtomic(s.RebootRequestFile(), []byte("reboot requested\n"), 0o644)
+	return writeFileAtomic(s.RebootRequestFile(), []byte(string(kind)+"\n"), 0o644)
 }
 
 // RebootRequested reports whether a reboot was requested since the last

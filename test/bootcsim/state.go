@@ -18,6 +18,10 @@ const (
 	lockFileName      = "lock"
 	bootIDFileName    = "boot_id"
 	rebootRequestName = "reboot-requested"
+	// nextRootName, under the node's run/, is where a prepared soft
+	// reboot's target is recorded, as ostree prepares /run/nextroot for
+	// systemd's soft-reboot.
+	nextRootName = "nextroot"
 )
 
 // ErrNotInitialized is returned for a node directory `sim init` has not
@@ -33,6 +37,11 @@ type state struct {
 	Images map[string]imageInfo `json:"images"`
 	// FailingDigests are the image digests whose health check fails.
 	FailingDigests []string `json:"failingDigests,omitempty"`
+	// BootcVersion is the simulated bootc release; "" is DefaultVersion.
+	BootcVersion Version `json:"bootcVersion,omitempty"`
+	// SoftReboots is systemd's SoftRebootsCount: soft reboots since the
+	// last (full) boot of the kernel.
+	SoftReboots int `json:"softReboots"`
 }
 
 // imageInfo is what status reports about an image, kept from the pull.

@@ -17,10 +17,21 @@
 // `bootc-sim sim reboot` (the staged deployment is booted, with a new boot
 // id), makes the Node Ready again and starts the daemon again.
 //
+// The request may be a soft reboot (bootc --apply --soft-reboot, or the
+// nodes' systemctl soft-reboot): the harness then ends the daemon and
+// the boot check as well and makes the Node NotReady while userspace
+// restarts, but runs `bootc-sim sim soft-reboot`, which keeps the boot
+// id and counts the soft reboot where `systemctl show -p
+// SoftRebootsCount` reads it. Config's RebootDuration and
+// SoftRebootDuration keep a node down as long as a real machine would.
+// A test can also reboot a node nobody asked to reboot: Crash (power
+// loss: nothing is finalized) or RebootUnplanned (another reboot
+// manager: the shutdown finalizes an unlocked staged deployment).
+//
 // At every boot the harness also does what systemd does for Strata: when
 // the booted image enables the boot check (rollout/bootcheck), it runs the
-// image's own script, with bootc-sim as bootc and a systemctl whose
-// reboot is the same reboot request. An image with KubeletBrokenFile in
+// image's own script, with bootc-sim as bootc and bootc-sim's systemctl
+// (Systemctl), whose reboot is the same reboot request. An image with KubeletBrokenFile in
 // its /etc broke the kubelet: the Node stays NotReady and the daemon, a
 // pod on a real node, does not start, so only the boot check can bring
 // the node back.

@@ -13,14 +13,17 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/strata-dev/strata/test/bootcsim"
 )
 
 // node is one simulated node.
 type node struct {
-	name    string
-	root    string
-	logs    *lineWriter
-	reboots atomic.Int64
+	name        string
+	root        string
+	logs        *lineWriter
+	reboots     atomic.Int64
+	softReboots atomic.Int64
 
 	// mu serialises starting and killing the daemon and whole reboots:
 	// KillDaemon during a reboot waits for the reboot to end.
@@ -204,8 +207,9 @@ func (c *Cluster) Sim(ctx context.Context, name string, args ...string) ([]byte,
 	return out, nil
 }
 
-// supervise performs nd's reboots when its daemon asks for one, until Stop.
-// A failed reboot ends it (Err reports it): the node stays as it was left.
+// supervise performs nd's reboots when its daemon (or its bootc, or its
+// systemctl) asks for one, until Stop. A failed reboot ends it (Err
+// reports it): the node stays as it was left.
 func (c *Cluster) supervise(nd *node) {
 	request := filepath.Join(nd.root, rebootRequestFile)
 	t := time.NewTicker(c.cfg.PollInterval)
@@ -216,18 +220,23 @@ func (c *Cluster) supervise(nd *node) {
 			return
 		case <-t.C:
 		}
-		if _, err := os.Stat(request); err != nil {
+		data, err := os.ReadFile(request)
+		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
 			c.record(fmt.Errorf("simnode: %s: %w", nd.name, err))
 			return
 		}
-		if err := c.reboot(c.ctx, nd); err != nil {
+		how := bootRequested
+		if bootcsim.RebootKind(strings.TrimSpace(string(data))) == bootcsim.RebootSoft {
+			how = bootSoft
+		}
+		if err := c.reboot(c.ctx, nd, how); err != nil {
 			if c.ctx.Err() != nil {
 				return // Stop interrupted it
 			}
-			err = fmt.Errorf("simnode: reboot of %s: %w", nd.name, err)
+			err = fmt.Errorf("simnode: %s of %s: %w", how, nd.name, err)
 			c.logf(nd, "%v", err)
 			c.record(err)
 			return
@@ -235,14 +244,61 @@ func (c *Cluster) supervise(nd *node) {
 	}
 }
 
-// reboot is one simulated reboot of nd: everything of the running system
-// ends, the cluster sees the Node NotReady, the next deployment boots, the
-// Node is Ready again and the daemon starts.
-func (c *Cluster) reboot(ctx context.Context, nd *node) error {
+// bootKind is how a simulated node goes down and comes back.
+type bootKind int
+
+const (
+	// bootRequested: the reboot its daemon or bootc asked for.
+	bootRequested bootKind = iota
+	// bootSoft: systemd's soft-reboot, userspace only.
+	bootSoft
+	// bootUnplanned: a clean reboot nobody in Strata asked for (an
+	// admin, another reboot manager): shutdown runs, so ostree
+	// finalizes an unlocked staged deployment.
+	bootUnplanned
+	// bootCrash: power loss or panic: no shutdown, nothing finalized.
+	bootCrash
+)
+
+func (k bootKind) String() string {
+	return [...]string{"reboot", "soft reboot", "unplanned reboot", "crash"}[k]
+}
+
+// Crash reboots the node as a power loss would, without its daemon's
+// request and without a shutdown: the daemon dies where it is, no staged
+// deployment is finalized (the booted image boots again), the boot id
+// changes. It returns when the node is back (Ready, daemon started).
+func (c *Cluster) Crash(ctx context.Context, name string) error {
+	return c.rebootNode(ctx, name, bootCrash)
+}
+
+// RebootUnplanned reboots the node cleanly without its daemon's request,
+// as an admin or another reboot manager would: the shutdown finalizes an
+// unlocked staged deployment, which then boots; a locked (download-only)
+// one does not. It returns when the node is back.
+func (c *Cluster) RebootUnplanned(ctx context.Context, name string) error {
+	return c.rebootNode(ctx, name, bootUnplanned)
+}
+
+func (c *Cluster) rebootNode(ctx context.Context, name string, how bootKind) error {
+	nd, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	return c.reboot(ctx, nd, how)
+}
+
+// reboot is one simulated reboot of nd. A full one: everything of the
+// running system ends, the cluster sees the Node NotReady, the next
+// deployment boots with a new boot id, the Node is Ready again and the
+// daemon starts. A soft one is the same for userspace (the daemon, the
+// boot check, the kubelet's Ready) but the kernel stays, so the boot id
+// does too, and only a prepared deployment changes.
+func (c *Cluster) reboot(ctx context.Context, nd *node, how bootKind) error {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	start := time.Now()
-	c.logf(nd, "reboot requested")
+	c.logf(nd, "%s", how)
 	if err := c.killDaemon(nd); err != nil {
 		return err
 	}
@@ -252,17 +308,34 @@ func (c *Cluster) reboot(ctx context.Context, nd *node) error {
 	if err := c.setReady(ctx, nd.name, false, ""); err != nil {
 		return err
 	}
-	if _, err := c.Sim(ctx, nd.name, "sim", "reboot"); err != nil {
+	verb, down := "reboot", c.cfg.RebootDuration
+	switch how {
+	case bootSoft:
+		verb, down = "soft-reboot", c.cfg.SoftRebootDuration
+	case bootCrash:
+		verb = "crash"
+	}
+	if _, err := c.Sim(ctx, nd.name, "sim", verb); err != nil {
 		return err
 	}
+	// A request left before a crash died with the system that made it.
 	if err := os.Remove(filepath.Join(nd.root, rebootRequestFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("simnode: %w", err)
+	}
+	// The simulated machine's own time down: not a wait for anything.
+	if err := pause(ctx, down); err != nil {
+		return err
 	}
 	bootID, err := readBootID(nd.root)
 	if err != nil {
 		return err
 	}
-	n := nd.reboots.Add(1)
+	var n int64
+	if how == bootSoft {
+		n = nd.softReboots.Add(1)
+	} else {
+		n = nd.reboots.Add(1)
+	}
 	// systemd starts the boot check with the boot, whatever the kubelet
 	// does.
 	if err := c.startBootCheck(nd); err != nil {
@@ -271,7 +344,7 @@ func (c *Cluster) reboot(ctx context.Context, nd *node) error {
 	if !kubeletWorks(nd.root) {
 		// The node stays NotReady and no pod, the daemon's included,
 		// starts; only a reboot (the boot check's) changes that.
-		c.logf(nd, "rebooted (reboot %d, boot id %s) in %s; the image broke the kubelet (%s): NotReady, no daemon", n, bootID, time.Since(start).Round(time.Millisecond), KubeletBrokenFile)
+		c.logf(nd, "%s %d done (boot id %s) in %s; the image broke the kubelet (%s): NotReady, no daemon", how, n, bootID, time.Since(start).Round(time.Millisecond), KubeletBrokenFile)
 		return nil
 	}
 	if err := c.setReady(ctx, nd.name, true, bootID); err != nil {
@@ -283,8 +356,23 @@ func (c *Cluster) reboot(ctx context.Context, nd *node) error {
 	if err := c.startDaemon(nd); err != nil {
 		return err
 	}
-	c.logf(nd, "rebooted (reboot %d, boot id %s) in %s", n, bootID, time.Since(start).Round(time.Millisecond))
+	c.logf(nd, "%s %d done (boot id %s) in %s", how, n, bootID, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// pause waits d, or less when ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func readBootID(root string) (string, error) {

@@ -84,6 +84,15 @@ type Config struct {
 	// PollInterval is how often reboot requests and the cluster are
 	// polled (100ms when zero).
 	PollInterval time.Duration
+	// RebootDuration is how long a (full) reboot keeps the node down,
+	// between NotReady and Ready, beyond the harness's own work (none
+	// when zero). A benchmark sets what a real machine takes.
+	RebootDuration time.Duration
+	// SoftRebootDuration is the same for a soft reboot (userspace only).
+	SoftRebootDuration time.Duration
+	// BootcVersion is the bootc release the nodes run (bootc-sim sim init
+	// --bootc-version); empty: bootc-sim's default.
+	BootcVersion string
 }
 
 // Cluster is a set of simulated nodes and their daemons. Its methods are
@@ -250,7 +259,11 @@ func (c *Cluster) install(ctx context.Context, nd *node, labels map[string]strin
 		return fmt.Errorf("simnode: %w", err)
 	}
 	c.logf(nd, "installing %s", c.cfg.OriginalImage)
-	if _, err := c.Sim(ctx, nd.name, "sim", "init", c.cfg.OriginalImage); err != nil {
+	args := []string{"sim", "init", c.cfg.OriginalImage}
+	if c.cfg.BootcVersion != "" {
+		args = append(args, "--bootc-version", c.cfg.BootcVersion)
+	}
+	if _, err := c.Sim(ctx, nd.name, args...); err != nil {
 		return err
 	}
 	bootID, err := readBootID(nd.root)
@@ -290,13 +303,23 @@ func (c *Cluster) Root(name string) string {
 	return nd.root
 }
 
-// Reboots returns how many times the node has been rebooted.
+// Reboots returns how many times the node has been rebooted fully
+// (crashes included).
 func (c *Cluster) Reboots(name string) int {
 	nd, err := c.node(name)
 	if err != nil {
 		return 0
 	}
 	return int(nd.reboots.Load())
+}
+
+// SoftReboots returns how many times the node has been soft-rebooted.
+func (c *Cluster) SoftReboots(name string) int {
+	nd, err := c.node(name)
+	if err != nil {
+		return 0
+	}
+	return int(nd.softReboots.Load())
 }
 
 // DaemonLog returns all the node's daemons have written so far (every

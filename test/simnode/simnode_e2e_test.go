@@ -35,8 +35,9 @@ func TestSimnode(t *testing.T) {
 }
 
 // fakeBootcSim does what the harness needs of bootc-sim: sim init (a root
-// with an immutable deployment, as ostree leaves it), sim reboot (a new
-// boot id) and sim request-reboot.
+// with an immutable deployment, as ostree leaves it), sim reboot and sim
+// crash (a new boot id), sim soft-reboot (the same), sim request-reboot
+// and the systemctl's reboot.
 const fakeBootcSim = `#!/bin/bash
 set -eu
 root=${BOOTC_SIM_ROOT:?}
@@ -48,8 +49,10 @@ case "$1 ${2:-}" in
 	echo "$3" >"$root/.bootc-sim/image"
 	chattr +i "$d"
 	newboot ;;
-"sim reboot") newboot ;;
+"sim reboot"|"sim crash") newboot ;;
+"sim soft-reboot") ;;
 "sim request-reboot") touch "$root/.bootc-sim/reboot-requested" ;;
+"sim systemctl") [[ ${3:-} == reboot ]] && touch "$root/.bootc-sim/reboot-requested" ;;
 *) echo "fake bootc-sim: $*" >&2; exit 2 ;;
 esac
 `

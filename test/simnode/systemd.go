@@ -45,13 +45,14 @@ func bootCheckEnabled(root string) bool {
 // current boot (the simulated boot empties /run).
 const SystemctlLog = "/run/strata-sim/systemctl.log"
 
-// shims writes, once, the bootc and systemctl that the node's boot-time
-// processes find on PATH: bootc is bootc-sim on the node's root (the
-// environment names it), `systemctl reboot` asks the harness for the
-// reboot, as the daemon's reboot command does; daemon-reload, reload and
-// restart succeed and are recorded in SystemctlLog, for the tests of a
-// live apply's actions. Anything else systemctl is asked fails: the
-// simulator does not have it.
+// shims writes, once, the bootc and systemctl that the node's processes
+// find on PATH (or, for the daemon, get as commands): bootc is bootc-sim
+// on the node's root (the environment names it); systemctl is bootc-sim's
+// systemctl, whose reboot and soft-reboot ask the harness for them, as
+// the daemon's reboot command does, and whose show answers
+// SoftRebootsCount; daemon-reload, reload and restart succeed and are
+// recorded in SystemctlLog, for the tests of a live apply's actions.
+// Anything else it is asked fails: the simulator does not have it.
 func (c *Cluster) shims() (string, error) {
 	c.shimOnce.Do(func() {
 		dir := filepath.Join(c.cfg.Dir, ".systemd-bin")
@@ -59,9 +60,9 @@ func (c *Cluster) shims() (string, error) {
 		q := "'" + strings.ReplaceAll(c.cfg.BootcSim, "'", `'\''`) + "'"
 		for name, body := range map[string]string{
 			"bootc": "exec " + q + " \"$@\"\n",
-			"systemctl": "case \"$*\" in\nreboot) exec " + q + " sim request-reboot ;;\n" +
+			"systemctl": "case \"$*\" in\n" +
 				"daemon-reload|'reload '*|'restart '*)\n\tlog=\"${BOOTC_SIM_ROOT:?}" + SystemctlLog + "\"\n\tmkdir -p \"${log%/*}\" && echo \"$*\" >>\"$log\"\n\texit ;;\n" +
-				"esac\necho \"simulated systemctl: $* is not simulated\" >&2\nexit 1\n",
+				"esac\nexec " + q + " sim systemctl \"$@\"\n",
 		} {
 			if c.shimErr == nil {
 				c.shimErr = os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body), 0o755)
@@ -70,6 +71,17 @@ func (c *Cluster) shims() (string, error) {
 		c.shimDir = dir
 	})
 	return c.shimDir, c.shimErr
+}
+
+// Systemctl is the path of the nodes' systemctl (see shims), for a
+// daemon's systemctl command: it acts on the node whose root
+// BOOTC_SIM_ROOT names, which every node process has in its environment.
+func (c *Cluster) Systemctl() (string, error) {
+	dir, err := c.shims()
+	if err != nil {
+		return "", fmt.Errorf("simnode: %w", err)
+	}
+	return filepath.Join(dir, "systemctl"), nil
 }
 
 // startBootCheck runs the booted image's boot check, as its unit would,

@@ -1,7 +1,10 @@
 // Command bootc-sim is a bootc stand-in for tests: it answers the bootc
-// commands the Strata daemon runs (status, switch, rollback) for one
-// simulated node directory, plus "sim" commands that stand in for the
-// install, the reboot and the health check. See package bootcsim.
+// commands the Strata daemon runs (status, switch, upgrade, rollback) for
+// one simulated node directory, as the node's bootc release (sim
+// bootc-version) would, refusing what that release's parser refuses,
+// plus "sim" commands that stand in for the install, the reboots (clean,
+// soft, crash), the node's systemctl and the health check. See package
+// bootcsim.
 package main
 
 import (
@@ -120,21 +123,106 @@ sysroot; the "sim" commands install, reboot and health-check the node.`,
 	status.Flags().BoolVar(&bootedOnly, "booted", false, "only display the booted deployment")
 
 	var opts bootcsim.SwitchOptions
+	var softReboot string
+	var switchFromDownloaded bool
 	switchCmd := &cobra.Command{
-		Use:   "switch [--transport registry] [--retain] IMAGE",
+		Use:   "switch [--transport registry] [--retain] [--apply] [--soft-reboot MODE] IMAGE",
 		Short: "Target a new container image reference to boot (bootc switch)",
-		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := sim()
 			if err != nil {
 				return err
 			}
+			v, err := s.BootcVersion()
+			if err != nil {
+				return err
+			}
+			// clap refuses an option the release does not have before
+			// anything else, as an unexpected argument.
+			if !v.SwitchDownloadOnly() {
+				for _, f := range []string{"download-only", "from-downloaded"} {
+					if cmd.Flags().Changed(f) {
+						return clapUnexpected(cmd, "--"+f)
+					}
+				}
+			}
+			mode, err := parseSoftReboot(softReboot)
+			if err != nil {
+				return err
+			}
+			switch {
+			case opts.DownloadOnly && opts.Apply:
+				return clapConflict(cmd, "--apply")
+			case opts.DownloadOnly && switchFromDownloaded:
+				return clapConflict(cmd, "--from-downloaded")
+			}
+			if switchFromDownloaded {
+				// The target is optional then (PR 2342), and ignored.
+				if len(args) > 1 {
+					return clapUnexpected(cmd, args[1])
+				}
+				return s.Upgrade(cmd.Context(), bootcsim.UpgradeOptions{FromDownloaded: true, Apply: opts.Apply, SoftReboot: mode})
+			}
+			if len(args) != 1 {
+				return clapMissingTarget(cmd, args)
+			}
+			opts.SoftReboot = mode
 			_, err = s.Switch(cmd.Context(), args[0], opts)
 			return err
 		},
 	}
 	switchCmd.Flags().StringVar(&opts.Transport, "transport", bootc.TransportRegistry, "the image transport; only registry")
 	switchCmd.Flags().BoolVar(&opts.Retain, "retain", false, "retain the booted image's reference (accepted; the simulator keeps it anyway)")
+	switchCmd.Flags().BoolVar(&opts.Apply, "apply", false, "restart or reboot into the new target image")
+	switchCmd.Flags().StringVar(&softReboot, "soft-reboot", "", "configure soft reboot behavior: required or auto")
+	switchCmd.Flags().BoolVar(&opts.DownloadOnly, "download-only", false, "download and stage the image without applying it")
+	switchCmd.Flags().BoolVar(&switchFromDownloaded, "from-downloaded", false, "apply a staged deployment that was previously downloaded with --download-only")
+	// The help lists what the node's release has: the daemon reads it.
+	defaultHelp := switchCmd.HelpFunc()
+	switchCmd.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		v := bootcsim.DefaultVersion
+		if s, err := sim(); err == nil {
+			if got, err := s.BootcVersion(); err == nil {
+				v = got
+			}
+		}
+		for _, f := range []string{"download-only", "from-downloaded"} {
+			cmd.Flags().Lookup(f).Hidden = !v.SwitchDownloadOnly()
+		}
+		defaultHelp(cmd, args)
+	})
+
+	var up bootcsim.UpgradeOptions
+	var upSoftReboot string
+	upgrade := &cobra.Command{
+		Use:   "upgrade [--download-only | --from-downloaded] [--apply] [--soft-reboot MODE]",
+		Short: "Download and queue an updated container image to apply (bootc upgrade)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return clapUnexpected(cmd, args[0])
+			}
+			mode, err := parseSoftReboot(upSoftReboot)
+			if err != nil {
+				return err
+			}
+			switch {
+			case up.DownloadOnly && up.Apply:
+				return clapConflict(cmd, "--apply")
+			case up.DownloadOnly && up.FromDownloaded:
+				return clapConflict(cmd, "--from-downloaded")
+			}
+			s, err := sim()
+			if err != nil {
+				return err
+			}
+			up.SoftReboot = mode
+			return s.Upgrade(cmd.Context(), up)
+		},
+	}
+	upgrade.Flags().BoolVar(&up.Apply, "apply", false, "restart or reboot into the new target image")
+	upgrade.Flags().StringVar(&upSoftReboot, "soft-reboot", "", "configure soft reboot behavior: required or auto")
+	upgrade.Flags().BoolVar(&up.DownloadOnly, "download-only", false, "download and stage the update without applying it")
+	upgrade.Flags().BoolVar(&up.FromDownloaded, "from-downloaded", false, "apply a staged deployment that was previously downloaded with --download-only")
 
 	rollback := &cobra.Command{
 		Use:   "rollback",
@@ -153,22 +241,98 @@ sysroot; the "sim" commands install, reboot and health-check the node.`,
 		Use:   "sim",
 		Short: "Simulator commands: install, reboot, health check",
 	}
+	var initVersion string
+	initCmd := &cobra.Command{
+		Use:   "init IMAGE",
+		Short: "Install IMAGE on a new node directory and boot it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := bootcsim.ParseVersion(initVersion)
+			if err != nil {
+				return err
+			}
+			s, err := sim()
+			if err != nil {
+				return err
+			}
+			if err := s.Init(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			return s.SetBootcVersion(v)
+		},
+	}
+	initCmd.Flags().StringVar(&initVersion, "bootc-version", string(bootcsim.DefaultVersion),
+		"the bootc release the node runs: "+string(bootcsim.Version116)+" (switch has no --download-only) or "+string(bootcsim.VersionMain))
 	simCmd.AddCommand(
+		initCmd,
 		&cobra.Command{
-			Use:   "init IMAGE",
-			Short: "Install IMAGE on a new node directory and boot it",
-			Args:  cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
+			Use:   "bootc-version [VERSION]",
+			Short: "Print the node's bootc release, or make it VERSION",
+			Args:  cobra.MaximumNArgs(1),
+			RunE: func(_ *cobra.Command, args []string) error {
 				s, err := sim()
 				if err != nil {
 					return err
 				}
-				return s.Init(cmd.Context(), args[0])
+				if len(args) == 1 {
+					v, err := bootcsim.ParseVersion(args[0])
+					if err != nil {
+						return err
+					}
+					return s.SetBootcVersion(v)
+				}
+				v, err := s.BootcVersion()
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(stdout, v)
+				return nil
+			},
+		},
+		&cobra.Command{
+			Use:   "crash",
+			Short: "Reboot without a shutdown (power loss): no staged deployment is finalized, new boot id",
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				s, err := sim()
+				if err != nil {
+					return err
+				}
+				return s.Crash(cmd.Context())
+			},
+		},
+		&cobra.Command{
+			Use:   "soft-reboot",
+			Short: "Soft-reboot: userspace restarts into the prepared deployment, same boot id, SoftRebootsCount+1",
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				s, err := sim()
+				if err != nil {
+					return err
+				}
+				return s.SoftReboot(cmd.Context())
+			},
+		},
+		&cobra.Command{
+			Use:                "systemctl ARGS...",
+			Short:              "The node's systemctl: reboot, soft-reboot, show -p SoftRebootsCount",
+			DisableFlagParsing: true,
+			RunE: func(_ *cobra.Command, args []string) error {
+				s, err := sim()
+				if err != nil {
+					return err
+				}
+				out, err := systemctl(s, args)
+				if err != nil {
+					return &exitError{code: 1, msg: err.Error()}
+				}
+				_, err = io.WriteString(stdout, out)
+				return err
 			},
 		},
 		&cobra.Command{
 			Use:   "reboot",
-			Short: "Reboot: finalize and boot the staged (or queued rollback) deployment, new boot id",
+			Short: "Reboot cleanly: finalize and boot an unlocked staged (or queued rollback) deployment, new boot id",
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				s, err := sim()
@@ -236,7 +400,14 @@ sysroot; the "sim" commands install, reboot and health-check the node.`,
 			},
 		},
 	)
-	root.AddCommand(status, switchCmd, rollback, simCmd)
+	root.AddCommand(status, switchCmd, upgrade, rollback, simCmd)
+	// Options no release has are refused the way bootc's parser does.
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		if name, ok := strings.CutPrefix(err.Error(), "unknown flag: "); ok {
+			return clapUnexpected(cmd, name)
+		}
+		return &exitError{code: 2, msg: "error: " + err.Error()}
+	})
 	return root
 }
 
