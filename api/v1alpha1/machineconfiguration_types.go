@@ -232,9 +232,9 @@ type MachineConfigurationStatus struct {
 //   - A full reboot, always: a new base image, a new admin stage (the
 //     MachineOSConfig's containerFile), a changed kernelType, extensions,
 //     kernel arguments (a file of /usr/lib/bootc/kargs.d included) or
-//     osImageURL. bootc does not notice a change of
-//     kernel arguments in the image when it soft-reboots, so Strata never
-//     relies on it. No policy changes this.
+//     osImageURL. bootc does not notice a change of kernel arguments in
+//     the image when it soft-reboots, so Strata never relies on it. No
+//     policy changes this.
 //   - Otherwise the change is confined to the configuration layer, and
 //     each changed item takes the policy that names it: a file by the
 //     policy with the longest path that equals it or is a directory above
