@@ -1,5 +1,5 @@
 // Package v1alpha1 holds the Strata API: MachineConfig, MachineConfigPool,
-// MachineOSConfig and MachineOSBuild in the group
+// MachineOSConfig, MachineOSBuild and MachineConfiguration in the group
 // machineconfiguration.strata.dev. It keeps the object model of OpenShift's
 // Machine Config Operator so its users feel at home. The package holds types,
 // validation markers and constants only; logic lives elsewhere.
@@ -31,6 +31,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&MachineConfigPool{}, &MachineConfigPoolList{},
 		&MachineOSConfig{}, &MachineOSConfigList{},
 		&MachineOSBuild{}, &MachineOSBuildList{},
+		&MachineConfiguration{}, &MachineConfigurationList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

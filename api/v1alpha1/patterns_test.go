@@ -103,7 +103,7 @@ func TestProjectFileMatchesAPI(t *testing.T) {
 			t.Errorf("PROJECT resource %+v does not match the cluster-scoped %s API", r, v1alpha1.GroupVersion)
 		}
 	}
-	for _, kind := range []string{"MachineConfig", "MachineConfigPool", "MachineOSConfig", "MachineOSBuild"} {
+	for _, kind := range []string{"MachineConfig", "MachineConfigPool", "MachineOSConfig", "MachineOSBuild", "MachineConfiguration"} {
 		if !kinds[kind] {
 			t.Errorf("PROJECT lacks %s", kind)
 		}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/strata-dev/strata/controllers/build"
 	"github.com/strata-dev/strata/controllers/degraded"
+	"github.com/strata-dev/strata/controllers/disruption"
 	"github.com/strata-dev/strata/controllers/node"
 	"github.com/strata-dev/strata/controllers/pullsecret"
 	"github.com/strata-dev/strata/controllers/render"
@@ -66,9 +67,10 @@ func main() {
 		Long: `strata-controller runs Strata's reconcilers against the cluster in
 KUBECONFIG (or the in-cluster config): render (MachineConfigs and a pool to
 a rendered MachineConfig), build (a MachineOSConfig to MachineOSBuilds:
-Jobs and configuration layers; --config must name the builder image), and
+Jobs and configuration layers; --config must name the builder image),
 rollout (each pool's nodes to its target image a few at a time, draining
-them when their daemons ask).`,
+them when their daemons ask), and the node disruption policy (the
+MachineConfiguration's merged policy in its status).`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -206,6 +208,9 @@ func run(o options) error {
 	}
 	if err := (&degraded.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the pool Degraded controller: %w", err)
+	}
+	if err := (&disruption.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the node disruption policy controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
