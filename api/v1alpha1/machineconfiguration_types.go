@@ -226,6 +226,11 @@ type MachineConfigurationStatus struct {
 // MachineConfiguration holds the cluster's node disruption policy. There
 // is one, named cluster; without it nodes follow the defaults.
 //
+// Not yet in effect: the controller validates the policy and shows the
+// merged one in status, but the daemon does not act on it yet; every
+// update still drains the node and reboots it fully. What follows is the
+// decision the daemon will make (package disruption computes it today).
+//
 // How a node's update is decided. The node compares its current rendered
 // configuration and image with the desired ones:
 //
