@@ -113,7 +113,7 @@ func (r *Reconciler) artifacts(s *scope, in *inputs, image string) ([]referrers.
 		Image:                     repo,
 		ImageDigest:               digest,
 		BaseImage:                 in.base,
-		AdminStage:                adminStageOf(s.build),
+		AdminStage:                adminStageOf(s.build, in.base),
 		Pool:                      s.pool.Name,
 		RenderedConfig:            in.rendered.Name,
 		MachineOSConfig:           s.mosc.Name,
@@ -135,10 +135,13 @@ func (r *Reconciler) artifacts(s *scope, in *inputs, image string) ([]referrers.
 
 // adminStageOf is the admin stage image a ConfigLayer build added its
 // configuration to, by digest; "" when it has none of its own (the stage
-// is the base, or the build ran as one Job).
-func adminStageOf(b *v1alpha1.MachineOSBuild) string {
+// is the base, or the build ran as one Job). The base is the inputs', not
+// the build status's copy of it: that copy is written with the status, so
+// an attach retried after a lost status write would not see it, list the
+// base as an admin stage and attach a second, different provenance.
+func adminStageOf(b *v1alpha1.MachineOSBuild, base string) string {
 	st := findStage(b, v1alpha1.BuildStageAdmin)
-	if b.Status.Strategy != v1alpha1.ConfigLayerStrategy || st == nil || st.Image == b.Status.BaseImagePullSpec {
+	if b.Status.Strategy != v1alpha1.ConfigLayerStrategy || st == nil || st.Image == base {
 		return ""
 	}
 	return st.Image
