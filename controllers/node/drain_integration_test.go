@@ -47,8 +47,11 @@ func TestDrainAndUncordonOnRequest(t *testing.T) {
 
 func TestDrainPastItsTimeoutDegradesTheNodeAndNamesTheBudget(t *testing.T) {
 	ctx := context.Background()
+	// Three attempts' worth (each 2 s, see startController): the first
+	// must end inside the timeout, also on a loaded machine, for the
+	// "trying again" path to be seen.
 	f := newFixture(t, "pdb", 1, func(p *v1alpha1.MachineConfigPool) {
-		p.Spec.DrainTimeout = &metav1.Duration{Duration: 3 * time.Second}
+		p.Spec.DrainTimeout = &metav1.Duration{Duration: 6 * time.Second}
 	})
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "drain-"}}
 	must(t, env.Client.Create(ctx, ns))
@@ -75,7 +78,7 @@ func TestDrainPastItsTimeoutDegradesTheNodeAndNamesTheBudget(t *testing.T) {
 		if n.Annotations[v1alpha1.StateAnnotation] != v1alpha1.NodeStateDegraded {
 			return fmt.Errorf("state %q", n.Annotations[v1alpha1.StateAnnotation])
 		}
-		for _, want := range []string{"Drain timed out after 3s", "pod " + ns.Name + "/guarded", "PodDisruptionBudget " + ns.Name + "/keep-one"} {
+		for _, want := range []string{"Drain timed out after 6s", "pod " + ns.Name + "/guarded", "PodDisruptionBudget " + ns.Name + "/keep-one"} {
 			if !strings.Contains(reason, want) {
 				return fmt.Errorf("reason %q does not say %q", reason, want)
 			}
@@ -93,7 +96,7 @@ func TestDrainPastItsTimeoutDegradesTheNodeAndNamesTheBudget(t *testing.T) {
 		t.Errorf("the guarded pod was evicted despite its budget: %v", err)
 	}
 	logs.Wait(t, timeout, "Drain blocked; trying again", map[string]string{"name": "pdb-0", "request": "drain-k2", "level": "1"})
-	timedOut := logs.Wait(t, timeout, "Drain timed out; the node is left cordoned and Degraded", map[string]string{"name": "pdb-0", "request": "drain-k2", "drainTimeout": "3s"})
+	timedOut := logs.Wait(t, timeout, "Drain timed out; the node is left cordoned and Degraded", map[string]string{"name": "pdb-0", "request": "drain-k2", "drainTimeout": "6s"})
 	if b, _ := timedOut["blockers"].(string); !strings.Contains(b, "PodDisruptionBudget "+ns.Name+"/keep-one") {
 		t.Errorf("the timeout's log names blockers %q, want the budget", b)
 	}
