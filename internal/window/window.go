@@ -2,6 +2,7 @@ package window
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"time"
 
@@ -11,6 +12,10 @@ import (
 // MaxDuration is the longest a window may stay open; the CRD enforces it
 // too. Longer than a week would overlap the window's own next opening.
 const MaxDuration = 7 * 24 * time.Hour
+
+// startPattern is the CRD's pattern for start, checked again here so that
+// a pool written past the CRD (an older schema) cannot mislead the parse.
+var startPattern = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$`)
 
 // Window is one parsed maintenance window.
 type Window struct {
@@ -70,10 +75,11 @@ func Parse(specs []v1alpha1.MaintenanceWindow) (Schedule, error) {
 		if len(out.Days) == 0 {
 			return nil, fmt.Errorf("%s.days: no day", field)
 		}
-		if _, err := fmt.Sscanf(w.Start, "%02d:%02d", &out.Hour, &out.Minute); err != nil || len(w.Start) != 5 ||
-			out.Hour > 23 || out.Minute > 59 || out.Hour < 0 || out.Minute < 0 {
+		if !startPattern.MatchString(w.Start) {
 			return nil, fmt.Errorf("%s.start: %q is not a time of day HH:MM", field, w.Start)
 		}
+		out.Hour = int(w.Start[0]-'0')*10 + int(w.Start[1]-'0')
+		out.Minute = int(w.Start[3]-'0')*10 + int(w.Start[4]-'0')
 		out.Duration = w.Duration.Duration
 		if out.Duration <= 0 || out.Duration > MaxDuration {
 			return nil, fmt.Errorf("%s.duration: %s is not more than 0 and at most %s", field, out.Duration, MaxDuration)

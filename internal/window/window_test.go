@@ -258,6 +258,8 @@ func TestParseNamesTheField(t *testing.T) {
 		{win("Mars/Olympus_Mons", "01:00", time.Hour, v1alpha1.Monday), `spec.maintenanceWindows[1].timeZone: unknown time zone "Mars/Olympus_Mons"`},
 		{win("UTC", "25:00", time.Hour, v1alpha1.Monday), "spec.maintenanceWindows[1].start"},
 		{win("UTC", "1:00", time.Hour, v1alpha1.Monday), "spec.maintenanceWindows[1].start"},
+		{win("UTC", "+1:00", time.Hour, v1alpha1.Monday), "spec.maintenanceWindows[1].start"},
+		{win("UTC", "01:60", time.Hour, v1alpha1.Monday), "spec.maintenanceWindows[1].start"},
 		{win("UTC", "01:00", 0, v1alpha1.Monday), "spec.maintenanceWindows[1].duration"},
 		{win("UTC", "01:00", 169*time.Hour, v1alpha1.Monday), "spec.maintenanceWindows[1].duration"},
 		{win("UTC", "01:00", time.Hour), "spec.maintenanceWindows[1].days"},
