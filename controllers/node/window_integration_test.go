@@ -132,6 +132,19 @@ func TestMaintenanceWindowGatesNodeStarts(t *testing.T) {
 	f.tick(3)
 	f.waitTaken(cfg, image('a'), 2)
 	f.waitWindow(true, "2026-11-01T03:00:00+01:00", "2026-11-07T22:00:00+01:00")
+
+	// Without windows the status says nothing about them.
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := f.poolObj()
+		p.Spec.MaintenanceWindows = nil
+		return env.Client.Update(context.Background(), p)
+	}))
+	eventually(t, "maintenanceWindow status removed", func() error {
+		if w := f.poolObj().Status.MaintenanceWindow; w != nil {
+			return fmt.Errorf("maintenanceWindow %+v", *w)
+		}
+		return nil
+	})
 }
 
 // TestUnknownTimeZoneHoldsTheRollout: a zone the controller cannot load
