@@ -95,6 +95,14 @@ const (
 	ReasonImageOnlyContent  = "ImageOnlyContentIgnored"
 	ReasonNoNodes           = "NoNodes"
 	ReasonWaitingForDaemons = "WaitingForDaemons"
+	// ReasonOutsideMaintenanceWindow: nodes are to be updated, but none
+	// of the pool's maintenanceWindows is open; the message says when the
+	// next opens.
+	ReasonOutsideMaintenanceWindow = "OutsideMaintenanceWindow"
+	// ReasonInvalidMaintenanceWindow: a maintenanceWindow cannot be read
+	// (a time zone the controller does not know); no node is taken until
+	// it is fixed. The message names the field.
+	ReasonInvalidMaintenanceWindow = "InvalidMaintenanceWindow"
 
 	// Approval reasons: of ImageApproved (stratactl writes these; a
 	// scanner may write its own), and of a pool's Updated condition while

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -215,6 +216,17 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 		t.Errorf("maxFailedNodes defaulted to %v, want 1", defaulted.Spec.MaxFailedNodes)
 	}
 
+	windowed := validMCP("accept-windows")
+	windowed.Spec.MaintenanceWindows = []v1alpha1.MaintenanceWindow{
+		{Days: []v1alpha1.Weekday{v1alpha1.Saturday, v1alpha1.Sunday}, Start: "22:00", Duration: metav1.Duration{Duration: 168 * time.Hour}, TimeZone: "Europe/Berlin"},
+		{Days: []v1alpha1.Weekday{v1alpha1.Monday}, Start: "00:00", Duration: metav1.Duration{Duration: time.Minute}},
+	}
+	if err := env.Client.Create(ctx, windowed); err != nil {
+		t.Errorf("pool with maintenance windows: %v", err)
+	} else if got := windowed.Spec.MaintenanceWindows[1].TimeZone; got != "UTC" {
+		t.Errorf("timeZone defaulted to %q, want UTC", got)
+	}
+
 	mosc := validMOSC("accept-mosc")
 	mosc.Spec.ContainerFile = []v1alpha1.MachineOSContainerfile{{Content: "RUN true"}, {ContainerfileArch: v1alpha1.ContainerfileArchARM64, Content: "RUN true"}}
 	if err := env.Client.Create(ctx, mosc); err != nil {
@@ -405,6 +417,71 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			want: []string{"spec.maxFailedNodes"},
 		},
 		{
+			name: "window day not a short day name",
+			do: func(n string) error {
+				w := map[string]any{"days": []any{"Mon"}, "start": "01:00", "duration": "1h"}
+				w["days"] = []any{"Monday"}
+				return env.Client.Create(ctx, windowPool(n, w))
+			},
+			want: []string{"spec.maintenanceWindows[0]", "days"},
+		},
+		{
+			name: "window without days",
+			do: func(n string) error {
+				w := map[string]any{"days": []any{"Mon"}, "start": "01:00", "duration": "1h"}
+				w["days"] = []any{}
+				return env.Client.Create(ctx, windowPool(n, w))
+			},
+			want: []string{"spec.maintenanceWindows[0]", "days"},
+		},
+		{
+			name: "window start 24:00",
+			do: func(n string) error {
+				w := map[string]any{"days": []any{"Mon"}, "start": "01:00", "duration": "1h"}
+				w["start"] = "24:00"
+				return env.Client.Create(ctx, windowPool(n, w))
+			},
+			want: []string{"spec.maintenanceWindows[0]", "start"},
+		},
+		{
+			name: "window start without leading zero",
+			do: func(n string) error {
+				w := map[string]any{"days": []any{"Mon"}, "start": "01:00", "duration": "1h"}
+				w["start"] = "1:00"
+				return env.Client.Create(ctx, windowPool(n, w))
+			},
+			want: []string{"spec.maintenanceWindows[0]", "start"},
+		},
+		{
+			name: "window duration 0",
+			do: func(n string) error {
+				w := map[string]any{"days": []any{"Mon"}, "start": "01:00", "duration": "1h"}
+				w["duration"] = "0s"
+				return env.Client.Create(ctx, windowPool(n, w))
+			},
+			want: []string{"spec.maintenanceWindows[0]", "duration must be more than 0"},
+		},
+		{
+			name: "window duration over a week",
+			do: func(n string) error {
+				w := map[string]any{"days": []any{"Mon"}, "start": "01:00", "duration": "1h"}
+				w["duration"] = "169h"
+				return env.Client.Create(ctx, windowPool(n, w))
+			},
+			want: []string{"spec.maintenanceWindows[0]", "duration must be more than 0"},
+		},
+		{
+			name: "more than 16 windows",
+			do: func(n string) error {
+				var ws []map[string]any
+				for range 17 {
+					ws = append(ws, map[string]any{"days": []any{"Mon"}, "start": "01:00", "duration": "1h"})
+				}
+				return env.Client.Create(ctx, windowPool(n, ws...))
+			},
+			want: []string{"spec.maintenanceWindows", "17"},
+		},
+		{
 			name: "drainTimeout not a duration",
 			do: func(n string) error {
 				u := &unstructured.Unstructured{Object: map[string]any{
@@ -484,4 +561,18 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			}
 		})
 	}
+}
+
+// windowPool is a pool with the given maintenanceWindows, as a user would
+// write them.
+func windowPool(name string, windows ...map[string]any) *unstructured.Unstructured {
+	ws := make([]any, 0, len(windows))
+	for _, w := range windows {
+		ws = append(ws, w)
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(), "kind": "MachineConfigPool",
+		"metadata": map[string]any{"name": name},
+		"spec":     map[string]any{"maintenanceWindows": ws},
+	}}
 }

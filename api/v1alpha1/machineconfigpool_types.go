@@ -58,6 +58,87 @@ type MachineConfigPoolSpec struct {
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
 	MaxFailedNodes *int32 `json:"maxFailedNodes,omitempty"`
+
+	// maintenanceWindows are the times at which the rollout may start
+	// updating a node of the pool. Outside every window no node is sent a
+	// new configuration or image; a node already updating finishes. An
+	// empty list means always. Windows may overlap; overlapping and
+	// adjacent ones act as one.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	MaintenanceWindows []MaintenanceWindow `json:"maintenanceWindows,omitempty"`
+}
+
+// Weekday is a day of the week.
+// +kubebuilder:validation:Enum=Mon;Tue;Wed;Thu;Fri;Sat;Sun
+type Weekday string
+
+// The days of the week.
+const (
+	Monday    Weekday = "Mon"
+	Tuesday   Weekday = "Tue"
+	Wednesday Weekday = "Wed"
+	Thursday  Weekday = "Thu"
+	Friday    Weekday = "Fri"
+	Saturday  Weekday = "Sat"
+	Sunday    Weekday = "Sun"
+)
+
+// MaintenanceWindow opens on each of its days at start (wall-clock time in
+// timeZone) for duration (elapsed time). A window belongs to the day it
+// starts on, so Sun 22:00 for 4h is open early on Monday. A start that a
+// daylight-saving change skips opens at the end of the gap (03:00 for
+// 02:30 on a spring-forward day); one that occurs twice opens at the
+// first occurrence.
+// +kubebuilder:validation:XValidation:rule="duration(self.duration) > duration('0s') && duration(self.duration) <= duration('168h')",message="duration must be more than 0 and at most 168h (a week)"
+type MaintenanceWindow struct {
+	// days are the days of the week the window opens on, in its time zone.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=7
+	Days []Weekday `json:"days"`
+
+	// start is when the window opens, as HH:MM on a 24-hour clock.
+	// +required
+	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
+	Start string `json:"start"`
+
+	// duration is how long the window stays open: more than 0 and at most
+	// 168h, as a Go duration such as 4h or 90m.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	Duration metav1.Duration `json:"duration"`
+
+	// timeZone is the IANA name of the zone start is read in, such as
+	// Europe/Berlin. Defaults to UTC. The controller carries its own
+	// time zone database; a name it does not know holds the pool's
+	// rollout, with a condition naming the window.
+	// +optional
+	// +kubebuilder:default=UTC
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// MaintenanceWindowStatus says whether a pool's maintenance windows are
+// open, as of the rollout controller's last look.
+type MaintenanceWindowStatus struct {
+	// open says whether a window is open.
+	// +required
+	Open bool `json:"open"`
+
+	// closesAt is when the open window closes; absent when closed, or when
+	// the windows chain into each other and never close.
+	// +optional
+	ClosesAt *metav1.Time `json:"closesAt,omitempty"`
+
+	// nextOpensAt is when a window next opens (after closesAt, while one
+	// is open).
+	// +optional
+	NextOpensAt *metav1.Time `json:"nextOpensAt,omitempty"`
 }
 
 // MachineConfigPoolStatusConfiguration names the rendered MachineConfig a
@@ -107,6 +188,12 @@ type MachineConfigPoolStatus struct {
 	// +optional
 	DegradedMachineCount int32 `json:"degradedMachineCount,omitempty"`
 
+	// maintenanceWindow says whether the pool's maintenanceWindows are
+	// open and when they next open; absent when the pool has none, or
+	// when they cannot be read (see the Updated condition).
+	// +optional
+	MaintenanceWindow *MaintenanceWindowStatus `json:"maintenanceWindow,omitempty"`
+
 	// conditions: Updated, Updating, Degraded, NodeDegraded, RenderDegraded,
 	// ImageBuildDegraded.
 	// +optional
@@ -130,6 +217,7 @@ type MachineConfigPoolStatus struct {
 // +kubebuilder:printcolumn:name="UpdatedMachineCount",type=integer,JSONPath=`.status.updatedMachineCount`
 // +kubebuilder:printcolumn:name="DegradedMachineCount",type=integer,JSONPath=`.status.degradedMachineCount`
 // +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
+// +kubebuilder:printcolumn:name="WindowOpen",type=boolean,JSONPath=`.status.maintenanceWindow.open`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type MachineConfigPool struct {
 	metav1.TypeMeta `json:",inline"`

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"time"
+	_ "time/tzdata" // maintenance windows name IANA zones; the image may carry no zoneinfo
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"

@@ -4,6 +4,7 @@ package main
 import (
 	"fmt"
 	"os"
+	_ "time/tzdata" // status tells maintenance windows in their IANA zone, on any machine
 
 	"github.com/spf13/cobra"
 

@@ -48,7 +48,9 @@ name order:
   - a pool line: the rendered configuration, the MachineOSConfig that layers
     the pool, its newest MachineOSBuild and that build's state, the image
     nodes are sent to (digests shortened to 12 hex digits), updated/total
-    machines, degraded machines, whether the pool is paused, and a summary
+    machines, degraded machines, whether the pool is paused, whether its
+    maintenance windows are open and until when (in the zone of its first
+    window; "-" when it has none, so updates may start at any time), and a summary
     of the Updated, Updating and Degraded conditions with the message that
     explains a degraded or waiting pool;
   - one indented line per node of the pool (the nodes the rollout
@@ -271,7 +273,7 @@ func renderStatus(w io.Writer, s statusSnapshot, only []string) error {
 	// Two tables interleaved: pool lines aligned with each other under one
 	// header, node lines aligned with each other across all pools.
 	poolTable, nodeTable := newTable(), newTable()
-	poolTable.row("POOL", "CONFIG", "MACHINEOSCONFIG", "BUILD", "IMAGE", "UPDATED", "DEGRADED", "PAUSED", "STATUS")
+	poolTable.row("POOL", "CONFIG", "MACHINEOSCONFIG", "BUILD", "IMAGE", "UPDATED", "DEGRADED", "PAUSED", "WINDOW", "STATUS")
 	nodeCount := make([]int, len(pools))
 	for i := range pools {
 		p := &pools[i]
@@ -287,7 +289,7 @@ func renderStatus(w io.Writer, s statusSnapshot, only []string) error {
 		}
 		poolTable.row(p.Name, orDash(p.Status.Configuration.Name), moscName, build, image,
 			fmt.Sprintf("%d/%d", p.Status.UpdatedMachineCount, p.Status.MachineCount),
-			fmt.Sprint(p.Status.DegradedMachineCount), fmt.Sprint(p.Spec.Paused), poolSummary(p))
+			fmt.Sprint(p.Status.DegradedMachineCount), fmt.Sprint(p.Spec.Paused), describeWindow(p), poolSummary(p))
 
 		for _, n := range nodes {
 			if !inPool(p, &n) {
@@ -468,6 +470,40 @@ func poolSummary(p *v1alpha1.MachineConfigPool) string {
 		summary += ": " + oneLine(why.Message)
 	}
 	return summary
+}
+
+// windowTime is how describeWindow tells an instant: the weekday first,
+// since windows are weekly.
+const windowTime = "Mon 2006-01-02 15:04 MST"
+
+// describeWindow says whether the pool's maintenance windows are open, as
+// the rollout controller last wrote it, and until when, in the zone of
+// the pool's first window: "-" when the pool has none (always open).
+func describeWindow(p *v1alpha1.MachineConfigPool) string {
+	if len(p.Spec.MaintenanceWindows) == 0 {
+		return "-"
+	}
+	w := p.Status.MaintenanceWindow
+	if w == nil {
+		if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.PoolUpdated); c != nil && c.Reason == v1alpha1.ReasonInvalidMaintenanceWindow {
+			return "invalid"
+		}
+		return "unknown"
+	}
+	loc, err := time.LoadLocation(p.Spec.MaintenanceWindows[0].TimeZone)
+	if err != nil {
+		loc = time.UTC
+	}
+	switch {
+	case w.Open && w.ClosesAt != nil:
+		return "open until " + w.ClosesAt.In(loc).Format(windowTime)
+	case w.Open:
+		return "open"
+	case w.NextOpensAt != nil:
+		return "closed until " + w.NextOpensAt.In(loc).Format(windowTime)
+	default:
+		return "closed"
+	}
 }
 
 // inPool says whether the node belongs under the pool: the rollout

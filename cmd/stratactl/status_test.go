@@ -54,11 +54,16 @@ func statusFixture() statusSnapshot {
 		ObjectMeta: metav1.ObjectMeta{Name: "worker", Annotations: map[string]string{v1alpha1.LayeredByAnnotation: "worker-os"}},
 		Spec: v1alpha1.MachineConfigPoolSpec{
 			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"node-role.kubernetes.io/worker": ""}},
+			MaintenanceWindows: []v1alpha1.MaintenanceWindow{{Days: []v1alpha1.Weekday{v1alpha1.Thursday}, Start: "22:00",
+				Duration: metav1.Duration{Duration: 4 * time.Hour}, TimeZone: "Europe/Berlin"}},
 		},
 		Status: v1alpha1.MachineConfigPoolStatus{
 			Configuration:       v1alpha1.MachineConfigPoolStatusConfiguration{Name: "rendered-worker-5f3c"},
 			MachineCount:        2,
 			UpdatedMachineCount: 1,
+			MaintenanceWindow: &v1alpha1.MaintenanceWindowStatus{Open: true,
+				ClosesAt:    &metav1.Time{Time: time.Date(2026, 11, 27, 1, 0, 0, 0, time.UTC)},
+				NextOpensAt: &metav1.Time{Time: time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC)}},
 			Conditions: []metav1.Condition{
 				cond(v1alpha1.PoolUpdated, metav1.ConditionFalse, v1alpha1.ReasonRollingOut, "1 of 2 nodes run rendered-worker-5f3c ("+imgNew+")"),
 				cond(v1alpha1.PoolUpdating, metav1.ConditionTrue, v1alpha1.ReasonRollingOut, "Updating"),
@@ -68,9 +73,12 @@ func statusFixture() statusSnapshot {
 	}
 	infra := v1alpha1.MachineConfigPool{
 		ObjectMeta: metav1.ObjectMeta{Name: "infra"},
-		Spec:       v1alpha1.MachineConfigPoolSpec{Paused: true},
+		Spec: v1alpha1.MachineConfigPoolSpec{Paused: true, MaintenanceWindows: []v1alpha1.MaintenanceWindow{
+			{Days: []v1alpha1.Weekday{v1alpha1.Saturday}, Start: "01:00", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "UTC"}}},
 		Status: v1alpha1.MachineConfigPoolStatus{
-			Configuration:        v1alpha1.MachineConfigPoolStatusConfiguration{Name: "rendered-infra-9e1d"},
+			Configuration: v1alpha1.MachineConfigPoolStatusConfiguration{Name: "rendered-infra-9e1d"},
+			MaintenanceWindow: &v1alpha1.MaintenanceWindowStatus{
+				NextOpensAt: &metav1.Time{Time: time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)}},
 			MachineCount:         1,
 			DegradedMachineCount: 1,
 			Conditions: []metav1.Condition{
@@ -144,13 +152,13 @@ func TestRenderStatus(t *testing.T) {
 	}{{
 		name: "all pools",
 		snap: statusFixture(),
-		want: `POOL    CONFIG                MACHINEOSCONFIG  BUILD                       IMAGE                                               UPDATED  DEGRADED  PAUSED  STATUS
-edge    -                     -                -                           -                                                   0/0      0         false   Unknown
+		want: `POOL    CONFIG                MACHINEOSCONFIG  BUILD                       IMAGE                                               UPDATED  DEGRADED  PAUSED  WINDOW                                 STATUS
+edge    -                     -                -                           -                                                   0/0      0         false   -                                      Unknown
   (no nodes)
-infra   rendered-infra-9e1d   infra-os         infra-os-2 (Failed)         registry.example.com/strata/os@sha256:111111111111  0/1      1         true    Degraded: ImageBuildDegraded: build infra-os-2 failed at Build; NodeDegraded: node infra-0: bootc switch failed
+infra   rendered-infra-9e1d   infra-os         infra-os-2 (Failed)         registry.example.com/strata/os@sha256:111111111111  0/1      1         true    closed until Sat 2026-11-28 01:00 UTC  Degraded: ImageBuildDegraded: build infra-os-2 failed at Build; NodeDegraded: node infra-0: bootc switch failed
   NODE      STATE     CURRENT IMAGE                                       DESIRED IMAGE                                       REASON
   infra-0   Degraded  registry.example.com/strata/os@sha256:111111111111  =                                                   bootc switch failed: exit status 1
-worker  rendered-worker-5f3c  worker-os        worker-os-7c1d (Succeeded)  registry.example.com/strata/os@sha256:aaaaaaaaaaaa  1/2      0         false   Updating: 1 of 2 nodes run rendered-worker-5f3c (registry.example.com/strata/os@sha256:aaaaaaaaaaaa)
+worker  rendered-worker-5f3c  worker-os        worker-os-7c1d (Succeeded)  registry.example.com/strata/os@sha256:aaaaaaaaaaaa  1/2      0         false   open until Fri 2026-11-27 02:00 CET    Updating: 1 of 2 nodes run rendered-worker-5f3c (registry.example.com/strata/os@sha256:aaaaaaaaaaaa)
   NODE      STATE     CURRENT IMAGE                                       DESIRED IMAGE                                       REASON
   worker-a  Done      registry.example.com/strata/os@sha256:aaaaaaaaaaaa  =                                                   -
   worker-b  Working   quay.io/fedora/fedora-bootc@sha256:cccccccccccc     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  Pulling the image …
@@ -160,8 +168,8 @@ worker  rendered-worker-5f3c  worker-os        worker-os-7c1d (Succeeded)  regis
 		name: "one pool, one missing",
 		snap: statusFixture(),
 		only: []string{"worker", "gpu"},
-		want: `POOL    CONFIG                MACHINEOSCONFIG  BUILD                       IMAGE                                               UPDATED  DEGRADED  PAUSED  STATUS
-worker  rendered-worker-5f3c  worker-os        worker-os-7c1d (Succeeded)  registry.example.com/strata/os@sha256:aaaaaaaaaaaa  1/2      0         false   Updating: 1 of 2 nodes run rendered-worker-5f3c (registry.example.com/strata/os@sha256:aaaaaaaaaaaa)
+		want: `POOL    CONFIG                MACHINEOSCONFIG  BUILD                       IMAGE                                               UPDATED  DEGRADED  PAUSED  WINDOW                               STATUS
+worker  rendered-worker-5f3c  worker-os        worker-os-7c1d (Succeeded)  registry.example.com/strata/os@sha256:aaaaaaaaaaaa  1/2      0         false   open until Fri 2026-11-27 02:00 CET  Updating: 1 of 2 nodes run rendered-worker-5f3c (registry.example.com/strata/os@sha256:aaaaaaaaaaaa)
   NODE      STATE    CURRENT IMAGE                                       DESIRED IMAGE                                       REASON
   worker-a  Done     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  =                                                   -
   worker-b  Working  quay.io/fedora/fedora-bootc@sha256:cccccccccccc     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  Pulling the image …
@@ -180,6 +188,45 @@ no MachineConfigPool named gpu
 			}
 			if got := out.String(); got != tc.want {
 				t.Errorf("got:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDescribeWindow(t *testing.T) {
+	windows := []v1alpha1.MaintenanceWindow{{Days: []v1alpha1.Weekday{v1alpha1.Sunday}, Start: "22:00",
+		Duration: metav1.Duration{Duration: 4 * time.Hour}, TimeZone: "America/New_York"}}
+	at := func(s string) *metav1.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &metav1.Time{Time: v}
+	}
+	for _, tc := range []struct {
+		name    string
+		windows []v1alpha1.MaintenanceWindow
+		status  *v1alpha1.MaintenanceWindowStatus
+		reason  string
+		want    string
+	}{
+		{name: "no windows", want: "-"},
+		{name: "closed, in the window's zone, across the DST change", windows: windows,
+			status: &v1alpha1.MaintenanceWindowStatus{NextOpensAt: at("2026-11-02T03:00:00Z")}, want: "closed until Sun 2026-11-01 22:00 EST"},
+		{name: "open", windows: windows,
+			status: &v1alpha1.MaintenanceWindowStatus{Open: true, ClosesAt: at("2026-10-26T06:00:00Z")}, want: "open until Mon 2026-10-26 02:00 EDT"},
+		{name: "open for good", windows: windows, status: &v1alpha1.MaintenanceWindowStatus{Open: true}, want: "open"},
+		{name: "unreadable", windows: windows, reason: v1alpha1.ReasonInvalidMaintenanceWindow, want: "invalid"},
+		{name: "not yet reported", windows: windows, reason: v1alpha1.ReasonRollingOut, want: "unknown"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &v1alpha1.MachineConfigPool{Spec: v1alpha1.MachineConfigPoolSpec{MaintenanceWindows: tc.windows},
+				Status: v1alpha1.MachineConfigPoolStatus{MaintenanceWindow: tc.status}}
+			if tc.reason != "" {
+				p.Status.Conditions = []metav1.Condition{cond(v1alpha1.PoolUpdated, metav1.ConditionFalse, tc.reason, "x")}
+			}
+			if got := describeWindow(p); got != tc.want {
+				t.Errorf("describeWindow = %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -267,8 +314,8 @@ func TestStatusCommand(t *testing.T) {
 
 	// As in TestRenderStatus, without worker-c.
 	wantLines := []string{
-		"POOL    CONFIG                MACHINEOSCONFIG  BUILD                       IMAGE                                               UPDATED  DEGRADED  PAUSED  STATUS\n",
-		"worker  rendered-worker-5f3c  worker-os        worker-os-7c1d (Succeeded)  registry.example.com/strata/os@sha256:aaaaaaaaaaaa  1/2      0         false   Updating: 1 of 2 nodes run rendered-worker-5f3c (registry.example.com/strata/os@sha256:aaaaaaaaaaaa)\n",
+		"POOL    CONFIG                MACHINEOSCONFIG  BUILD                       IMAGE                                               UPDATED  DEGRADED  PAUSED  WINDOW                               STATUS\n",
+		"worker  rendered-worker-5f3c  worker-os        worker-os-7c1d (Succeeded)  registry.example.com/strata/os@sha256:aaaaaaaaaaaa  1/2      0         false   open until Fri 2026-11-27 02:00 CET  Updating: 1 of 2 nodes run rendered-worker-5f3c (registry.example.com/strata/os@sha256:aaaaaaaaaaaa)\n",
 		"  worker-a  Done     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  =                                                   -\n",
 		"  worker-b  Working  quay.io/fedora/fedora-bootc@sha256:cccccccccccc     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  Pulling the image …\n",
 	}

@@ -8,8 +8,12 @@
 //     (target.go), gathers its nodes' states from their annotations, asks
 //     the pure planner (plan.Plan) which nodes to take, writes
 //     desiredConfig/desiredImage on them, and applies its share of the
-//     pool's status (poolstatus.Rollout): the machine counts and the
-//     Updated, Updating and NodeDegraded conditions.
+//     pool's status (poolstatus.Rollout): the machine counts, the
+//     maintenance window's state and the Updated, Updating and
+//     NodeDegraded conditions. Outside every maintenance window of the
+//     pool (internal/window, read against an injectable clock) no node is
+//     taken; the reconcile comes back when the window opens or closes,
+//     since no watch sees that happen.
 //   - DrainReconciler (per Node) answers a daemon's desiredDrain request:
 //     cordon and evict with k8s.io/kubectl/pkg/drain (PodDisruptionBudgets
 //     honoured, DaemonSet pods left alone), or uncordon. Draining here and

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +25,7 @@ import (
 	"github.com/strata-dev/strata/controllers/node/plan"
 	"github.com/strata-dev/strata/internal/poolstatus"
 	"github.com/strata-dev/strata/internal/status"
+	"github.com/strata-dev/strata/internal/window"
 )
 
 // DefaultHealthCheckTimeout and DefaultDrainTimeout apply when a pool does
@@ -37,6 +39,9 @@ const (
 type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+	// Clock tells the time that maintenance windows are read against;
+	// nil is the real clock. Tests pass a fake one.
+	Clock clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigpools,verbs=get;list;watch
@@ -124,47 +129,95 @@ func (r *Reconciler) poolsOfNode(ctx context.Context, o client.Object) []reconci
 type scope struct {
 	pool   *v1alpha1.MachineConfigPool
 	target target
+	window windowState
 	result plan.Result
 	// nodeErr is a failure to write a node, reported in the status.
 	nodeErr error
 }
 
+// windowState is the pool's maintenance windows as of this reconcile.
+type windowState struct {
+	// set: the pool has windows.
+	set bool
+	// err: they cannot be read; the rollout holds (fail closed).
+	err   error
+	state window.State
+	// loc is the zone times are told in: the first window's.
+	loc *time.Location
+}
+
+// open says whether a node may start its update now.
+func (w windowState) open() bool { return !w.set || (w.err == nil && w.state.Open) }
+
 // Reconcile plans the pool's rollout and writes the nodes' desired state
 // and the pool's status.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return status.QuietConflict(ctx, ctrl.Result{}, r.reconcile(ctx, req))
+	res, err := r.reconcile(ctx, req)
+	return status.QuietConflict(ctx, res, err)
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) error {
+func (r *Reconciler) clock() clock.PassiveClock {
+	if r.Clock == nil {
+		return clock.RealClock{}
+	}
+	return r.Clock
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pool := &v1alpha1.MachineConfigPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
-		return client.IgnoreNotFound(err)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if pool.DeletionTimestamp != nil {
-		return nil
+		return ctrl.Result{}, nil
 	}
-	s := &scope{pool: pool}
+	now := r.clock().Now()
+	s := &scope{pool: pool, window: windowsAt(pool, now)}
 	var err error
 	if s.target, err = r.targetFor(ctx, pool); err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	nodes, err := r.poolNodes(ctx, pool)
 	if err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
-	s.result = plan.Plan(planPool(pool), s.target.Target, nodes.plan)
+	s.result = plan.Plan(planPool(pool, s.window), s.target.Target, nodes.plan)
 	log.FromContext(ctx).V(1).Info("Planned the rollout", "targetConfig", s.target.Config, "targetImage", s.target.Image,
-		"waiting", s.target.Waiting, "actions", len(s.result.Actions), "updated", s.result.UpdatedCount, "machines", s.result.MachineCount)
+		"waiting", s.target.Waiting, "windowOpen", s.window.open(), "actions", len(s.result.Actions),
+		"updated", s.result.UpdatedCount, "machines", s.result.MachineCount)
 	s.nodeErr = r.apply(ctx, s, nodes.byName)
 
 	if err := r.writeStatus(ctx, s); err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
-	return s.nodeErr
+	// A window's opening or closing changes nothing a watch sees: come
+	// back at that instant, not by polling.
+	var res ctrl.Result
+	if next := s.window.state.Transition(); s.window.set && s.window.err == nil && !next.IsZero() {
+		res.RequeueAfter = next.Sub(now)
+	}
+	return res, s.nodeErr
 }
 
-func planPool(pool *v1alpha1.MachineConfigPool) plan.Pool {
-	p := plan.Pool{Name: pool.Name, Paused: pool.Spec.Paused, MaxUnavailable: pool.Spec.MaxUnavailable, MaxFailedNodes: 1}
+// windowsAt reads the pool's maintenance windows at now.
+func windowsAt(pool *v1alpha1.MachineConfigPool, now time.Time) windowState {
+	if len(pool.Spec.MaintenanceWindows) == 0 {
+		return windowState{}
+	}
+	w := windowState{set: true}
+	sched, err := window.Parse(pool.Spec.MaintenanceWindows)
+	if err != nil {
+		w.err = err
+		return w
+	}
+	w.loc = sched[0].Location
+	w.state = sched.At(now)
+	return w
+}
+
+func planPool(pool *v1alpha1.MachineConfigPool, w windowState) plan.Pool {
+	p := plan.Pool{Name: pool.Name, Paused: pool.Spec.Paused, MaxUnavailable: pool.Spec.MaxUnavailable, MaxFailedNodes: 1,
+		OutsideWindow: !w.open()}
 	if pool.Spec.MaxFailedNodes != nil {
 		p.MaxFailedNodes = *pool.Spec.MaxFailedNodes
 	}
@@ -279,5 +332,7 @@ func (r *Reconciler) gateEvent(pool *v1alpha1.MachineConfigPool, old, now *metav
 		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.ReasonImageRejected, "Gate", "%s", now.Message)
 	case v1alpha1.ReasonAwaitingImageApproval:
 		r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, v1alpha1.ReasonAwaitingImageApproval, "Gate", "%s", now.Message)
+	case v1alpha1.ReasonInvalidMaintenanceWindow:
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidMaintenanceWindow, "Schedule", "%s", now.Message)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,9 +43,17 @@ const timeout = 30 * time.Second
 // detail included, is kept for the test to read.
 func startController(t *testing.T) *testenv.Logs {
 	t.Helper()
+	return startControllerWithClock(t, nil)
+}
+
+// startControllerWithClock is startController with the rollout
+// reconciler reading maintenance windows against clk (nil: the real
+// clock).
+func startControllerWithClock(t *testing.T, clk clock.PassiveClock) *testenv.Logs {
+	t.Helper()
 	logs := testenv.NewLogs(1)
 	env.StartManager(t, ctrl.Options{Cache: cache.Options{ByObject: CacheByObject()}, Logger: logs.Logger()}, func(mgr ctrl.Manager) error {
-		if err := (&Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("strata-rollout")}).SetupWithManager(mgr); err != nil {
+		if err := (&Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("strata-rollout"), Clock: clk}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 		if err := (&degraded.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {

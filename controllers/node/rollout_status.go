@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,7 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 	st.ReadyMachineCount = res.ReadyCount
 	st.UnavailableMachineCount = res.UnavailableCount
 	st.DegradedMachineCount = res.DegradedCount
+	st.MaintenanceWindow = windowStatus(s.window)
 
 	gen := pool.Generation
 	updated := metav1.Condition{Type: v1alpha1.PoolUpdated, ObservedGeneration: gen}
@@ -48,16 +50,30 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 	case pool.Spec.Paused:
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonPaused
 		updated.Message = fmt.Sprintf("The pool is paused: %d of %d nodes run %s", res.UpdatedCount, res.MachineCount, what)
+	case s.window.err != nil:
+		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidMaintenanceWindow
+		updated.Message = fmt.Sprintf("No node is taken until the maintenance windows are fixed: %v; %d of %d nodes run %s",
+			s.window.err, res.UpdatedCount, res.MachineCount, what)
 	case res.Halted:
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonRolloutHalted
 		updated.Message = fmt.Sprintf("The rollout of %s is halted: %d nodes failed (maxFailedNodes %d); %d of %d nodes updated",
-			what, failedOnTarget(res), planPool(pool).MaxFailedNodes, res.UpdatedCount, res.MachineCount)
+			what, failedOnTarget(res), planPool(pool, s.window).MaxFailedNodes, res.UpdatedCount, res.MachineCount)
+	case !s.window.open():
+		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonOutsideMaintenanceWindow
+		updated.Message = fmt.Sprintf("Outside the maintenance windows, %s: %d of %d nodes run %s",
+			nextOpening(s.window), res.UpdatedCount, res.MachineCount, what)
 	default:
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonRollingOut
 		updated.Message = fmt.Sprintf("%d of %d nodes run %s", res.UpdatedCount, res.MachineCount, what)
 	}
 	if len(res.WaitingForDaemon) > 0 && !res.Updated {
 		updated.Message += fmt.Sprintf("; waiting for the daemon to record the original image of %s", listed(res.WaitingForDaemon))
+	}
+	if res.Updated && s.window.err != nil {
+		// Nothing to hold now, but the next change would be held: say so
+		// before it is.
+		updated.Reason = v1alpha1.ReasonInvalidMaintenanceWindow
+		updated.Message += fmt.Sprintf("; the next update will be held until the maintenance windows are fixed: %v", s.window.err)
 	}
 	if len(s.target.ignored) > 0 {
 		updated.Message += fmt.Sprintf("; not applied, since the pool has no MachineOSConfig to build an image: %s (only /var-bound files reach its nodes)",
@@ -72,6 +88,9 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		updating.Status, updating.Reason = metav1.ConditionTrue, v1alpha1.ReasonRollingOut
 		updating.Message = fmt.Sprintf("Updating to %s: %d of %d nodes updated, %d unavailable (maxUnavailable %d)",
 			what, res.UpdatedCount, res.MachineCount, res.UnavailableCount, res.MaxUnavailable)
+		if !s.window.open() {
+			updating.Message += "; nodes already updating finish, no other node is taken: " + updated.Message
+		}
 	case pool.Spec.Paused:
 		updating.Status, updating.Reason, updating.Message = metav1.ConditionFalse, v1alpha1.ReasonPaused, "The pool is paused"
 	default:
@@ -109,6 +128,31 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		c.Message = status.Message(c.Message)
 		meta.SetStatusCondition(&st.Conditions, *c)
 	}
+}
+
+// windowStatus is status.maintenanceWindow: absent without windows or
+// when they cannot be read (the Updated condition says why).
+func windowStatus(w windowState) *v1alpha1.MaintenanceWindowStatus {
+	if !w.set || w.err != nil {
+		return nil
+	}
+	out := &v1alpha1.MaintenanceWindowStatus{Open: w.state.Open}
+	if t := w.state.ClosesAt; !t.IsZero() {
+		out.ClosesAt = &metav1.Time{Time: t}
+	}
+	if t := w.state.NextOpensAt; !t.IsZero() {
+		out.NextOpensAt = &metav1.Time{Time: t}
+	}
+	return out
+}
+
+// nextOpening tells when the next window opens, in the first window's
+// zone (the one a person most likely thinks in).
+func nextOpening(w windowState) string {
+	if w.state.NextOpensAt.IsZero() {
+		return "and none opens again"
+	}
+	return "the next window opens at " + w.state.NextOpensAt.In(w.loc).Format(time.RFC3339) + " (" + w.loc.String() + ")"
 }
 
 func describeTarget(t target) string {

@@ -15,6 +15,10 @@ type Pool struct {
 	Paused         bool
 	MaxUnavailable *intstr.IntOrString // nil means 1
 	MaxFailedNodes int32               // below 1 means 1
+	// OutsideWindow: no maintenance window of the pool is open (or one
+	// cannot be read). No node is taken; nodes already sent their desired
+	// pair finish, and the pool stays Updating while they do.
+	OutsideWindow bool
 }
 
 // Target is what the pool's nodes should run.
@@ -69,7 +73,8 @@ type Result struct {
 	FailedCount int32
 	// PendingCount is the number of nodes that still have to be sent the
 	// target and were not taken this time: held back by maxUnavailable,
-	// pause or halt, or waiting for the target. WaitingForDaemon nodes
+	// pause, a closed maintenance window or halt, or waiting for the
+	// target. WaitingForDaemon nodes
 	// are listed there and not counted here.
 	PendingCount int32
 
@@ -163,7 +168,7 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 	r.MaxUnavailable = maxUnavailable(pool.MaxUnavailable, int(r.MachineCount))
 	r.Halted = measured && r.FailedCount >= max(pool.MaxFailedNodes, 1)
 
-	if !pool.Paused && target.Waiting == "" && measured && !r.Halted && len(candidates) > 0 {
+	if !pool.Paused && !pool.OutsideWindow && target.Waiting == "" && measured && !r.Halted && len(candidates) > 0 {
 		r.Actions = take(candidates, r.MaxUnavailable-int(r.UnavailableCount), target.Config)
 	}
 	r.PendingCount = int32(len(candidates) - len(r.Actions))

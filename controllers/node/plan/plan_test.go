@@ -223,6 +223,20 @@ func TestPlan(t *testing.T) {
 			want:   Result{MaxUnavailable: 1, MachineCount: 3, UnavailableCount: 1, PendingCount: 2},
 		},
 		{
+			name:   "outside the maintenance window: no action, the node in flight keeps the pool updating",
+			pool:   Pool{Name: "worker", MaxUnavailable: num(3), OutsideWindow: true},
+			target: tB,
+			nodes:  []Node{nd("w1").sent(c2, imgB).in(working), nd("w2"), nd("w3").notReady()},
+			want:   Result{MaxUnavailable: 3, MachineCount: 3, UnavailableCount: 2, PendingCount: 2, Updating: true},
+		},
+		{
+			name:   "outside the maintenance window, nothing in flight: not updating",
+			pool:   Pool{Name: "worker", OutsideWindow: true},
+			target: tB,
+			nodes:  []Node{nd("w1"), nd("w2")},
+			want:   Result{MaxUnavailable: 1, MachineCount: 2, PendingCount: 2},
+		},
+		{
 			name:   "waiting for a build: no action, not updated, counts against the given pair",
 			pool:   worker,
 			target: Target{Config: c1, Image: imgA, Waiting: "build worker-2 is running"},

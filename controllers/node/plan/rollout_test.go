@@ -226,6 +226,14 @@ func setPaused(paused bool) event {
 	return event{say: say, do: func(s *sim) { s.sc.pool.Paused = paused }}
 }
 
+func setWindow(open bool) event {
+	say := "maintenance window closes"
+	if open {
+		say = "maintenance window opens"
+	}
+	return event{say: say, do: func(s *sim) { s.sc.pool.OutsideWindow = !open }}
+}
+
 func TestRolloutGolden(t *testing.T) {
 	onOriginal := func(n int) []Node {
 		nodes := workers(n)
@@ -305,6 +313,18 @@ func TestRolloutGolden(t *testing.T) {
 			events: map[int][]event{
 				5:  {setPaused(true)},
 				10: {setPaused(false)},
+			},
+		},
+		{
+			name: "window-closes-midway",
+			about: "6 nodes, maxUnavailable 2; the maintenance window closes while w1 and w2 update:\n" +
+				"# they finish, nobody else starts until it opens again.",
+			pool:   Pool{Name: "worker", MaxUnavailable: num(2)},
+			target: tB,
+			nodes:  workers(6),
+			events: map[int][]event{
+				2: {setWindow(false)},
+				7: {setWindow(true)},
 			},
 		},
 		{
