@@ -154,6 +154,12 @@ func (o *logsOptions) waitStarted(ctx context.Context, c client.Reader, s logSou
 	for {
 		pod := &corev1.Pod{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: s.pod}, pod); err != nil {
+			if ctx.Err() != nil {
+				// The caller gave up: say so, not how the request failed
+				// (client-go's rate limiter refuses a wait it predicts
+				// would pass the deadline, with an error of its own).
+				return false, ctx.Err()
+			}
 			return false, client.IgnoreNotFound(err)
 		}
 		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {

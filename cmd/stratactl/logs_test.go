@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
@@ -110,6 +111,15 @@ func TestLogSources(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := &logsOptions{pollInterval: 10 * time.Millisecond}
+		// Polled this fast, client-go's default rate limiter (5 per
+		// second) would refuse the wait before the deadline: the test's
+		// own client goes unthrottled to the same API server.
+		cfg := rest.CopyConfig(env.Config)
+		cfg.QPS = -1
+		fast, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
 		setStatus := func(pull, push corev1.ContainerState) {
 			t.Helper()
 			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "pull", State: pull}}
@@ -123,7 +133,7 @@ func TestLogSources(t *testing.T) {
 		// until the caller gives up.
 		setStatus(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}, waiting)
 		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		follow, err := o.waitStarted(short, env.Client, logSource{namespace: p.Namespace, pod: p.Name, container: "push"})
+		follow, err := o.waitStarted(short, fast, logSource{namespace: p.Namespace, pod: p.Name, container: "push"})
 		cancel()
 		if follow || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("before push started: waitStarted = %v, %v; want it still waiting", follow, err)
@@ -135,7 +145,7 @@ func TestLogSources(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			follow, err := o.waitStarted(ctx, env.Client, logSource{namespace: p.Namespace, pod: p.Name, container: "push"})
+			follow, err := o.waitStarted(ctx, fast, logSource{namespace: p.Namespace, pod: p.Name, container: "push"})
 			done <- result{follow, err}
 		}()
 		setStatus(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
