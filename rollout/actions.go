@@ -43,6 +43,8 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		err = d.stage(ctx, s, image)
 	case actUnstage:
 		err = d.unstage(ctx, s, image)
+	case actDecide:
+		err = d.decideDisruption(ctx, s, image, config, key)
 	case actRequestDrain:
 		drain := v1alpha1.DrainRequestPrefix + key
 		s.report(v1alpha1.DesiredDrainAnnotation, drain)

@@ -70,6 +70,9 @@ type Daemon struct {
 	StateDir string
 	Bootc    Bootc
 	Machine  Machine
+	// Images reads images for the disruption decision; nil means every
+	// image update counts as a new image (a full reboot).
+	Images Images
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 

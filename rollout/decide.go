@@ -43,6 +43,10 @@ const (
 	// no unstage, and the next boot of any kind finalizes what is staged,
 	// without a drain. It drops the replaced update's record first.
 	actUnstage action = "unstage"
+	// actDecide decides what the update costs the node (disruption.Decide
+	// over the changes, the image and the policy) once its image is
+	// staged, and records it.
+	actDecide action = "decide"
 	// actRequestDrain asks the controller for the drain.
 	actRequestDrain action = "requestDrain"
 	// actWaitForDrain waits for the controller to apply the drain.
@@ -224,6 +228,8 @@ func decide(o *observed, rec *Record) action {
 		return actReportWorking
 	case o.Staged != want:
 		return actStage
+	case rec.Disruption == nil || rec.Disruption.Key != key:
+		return actDecide
 	case o.DesiredDrain != drain:
 		return actRequestDrain
 	case o.LastAppliedDrain != drain:

@@ -38,6 +38,8 @@ func TestDecide(t *testing.T) {
 		onA              = &Record{CurrentImage: A, CurrentConfig: cfg}
 		onO              = &Record{CurrentImage: O, CurrentConfig: cfg}
 		none             = &Record{}
+		decided          = &Record{Disruption: &DisruptionRecord{Key: key, Kind: "Reboot"}}
+		decidedOther     = &Record{Disruption: &DisruptionRecord{Key: UpdateKey(A, "rendered-0"), Kind: "Reboot"}}
 	)
 	for _, tc := range []struct {
 		situation string
@@ -56,11 +58,13 @@ func TestDecide(t *testing.T) {
 		{"image update starts", observed{Image: A, Config: cfg, Booted: dO, State: done, ConfigCheck: valid}, none, actReportWorking},
 		{"working, an error reported", observed{Image: A, Config: cfg, Booted: dO, State: working, Reason: "x", ConfigCheck: valid}, none, actReportWorking},
 		{"working: stage", observed{Image: A, Config: cfg, Booted: dO, State: working, ConfigCheck: valid}, none, actStage},
-		{"staged: ask for the drain", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, none, actRequestDrain},
-		{"drain asked", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, ConfigCheck: valid}, none, actWaitForDrain},
+		{"staged: decide the disruption", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, none, actDecide},
+		{"staged, decided for another update", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, decidedOther, actDecide},
+		{"decided: ask for the drain", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, decided, actRequestDrain},
+		{"drain asked", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, ConfigCheck: valid}, decided, actWaitForDrain},
 		{"drain timed out", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: degraded, DesiredDrain: drain}, none, actDrainFailed},
-		{"drained", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, LastAppliedDrain: drain, ConfigCheck: valid}, none, actWriteItems},
-		{"items written", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, LastAppliedDrain: drain, ConfigCheck: valid, ItemsWritten: true}, none, actRecordReboot},
+		{"drained", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, LastAppliedDrain: drain, ConfigCheck: valid}, decided, actWriteItems},
+		{"items written", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, LastAppliedDrain: drain, ConfigCheck: valid, ItemsWritten: true}, decided, actRecordReboot},
 		{"rebooting, not reported", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, BootID: "b1"}, in(PhaseRebooting), actReportRebooting},
 		{"rebooting, reported", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: rebooting, BootID: "b1"}, in(PhaseRebooting), actReboot},
 		{"booted again", observed{Image: A, Config: cfg, Booted: dA, State: rebooting, BootID: "b2"}, in(PhaseRebooting), actStartVerify},

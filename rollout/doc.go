@@ -24,7 +24,8 @@
 //	(none)       Done        desired image not booted              readConfig,
 //	                                                               reportWorking
 //	(none)       Working     not staged                            stage
-//	(none)       Working     staged, no drain asked                requestDrain
+//	(none)       Working     staged, no decision for the update    decide
+//	(none)       Working     decided, no drain asked               requestDrain
 //	(none)       Working     drain asked, not applied              waitForDrain (waits)
 //	(none)       Working     drained                               writeItems,
 //	                                                               recordReboot -> rebooting
@@ -51,6 +52,18 @@
 // to its verdict first: complete, or rolled back and failed. Its health
 // check and rollback are never dropped for a newer pair. decide_test.go
 // has one row per line of this table.
+//
+// decide (actDecide) computes what the update costs the node once its
+// image is staged, so that bootc reports the staged deployment's
+// soft-reboot capability: package disruption over the changes between
+// the node's current and the desired rendered config, whether the image
+// changed below its configuration layer (Images: the layer lists of the
+// booted and desired images), and the `cluster` MachineConfiguration's
+// policy (its merged status when it is current, else its spec merged
+// over the defaults, else the defaults). The decision and its reason are
+// recorded in the state file, the disruption annotation and an Event.
+// This daemon still takes the drain and the full reboot for every
+// decision.
 //
 // The node's boot check (package bootcheck, in every image Strata builds)
 // rolls the node back when no daemon verifies the boot: recordReboot

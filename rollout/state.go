@@ -49,6 +49,9 @@ type Record struct {
 	Skipped []string `json:"skipped,omitempty"`
 	// Update is the update past its drain, or the last one that failed.
 	Update *UpdateRecord `json:"update,omitempty"`
+	// Disruption is the decision taken for the latest image update, once
+	// its image was staged.
+	Disruption *DisruptionRecord `json:"disruption,omitempty"`
 }
 
 // UpdateRecord is one update of the node to a desired image and config.

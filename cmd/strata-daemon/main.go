@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/strata-dev/strata/internal/registry"
 	"github.com/strata-dev/strata/internal/scheme"
 	"github.com/strata-dev/strata/internal/version"
 	"github.com/strata-dev/strata/rollout"
@@ -41,6 +42,7 @@ type options struct {
 	stateDir      string
 	resync        time.Duration
 	metricsAddr   string
+	insecure      []string
 	zap           zap.Options
 }
 
@@ -81,6 +83,7 @@ which survives reboots.`,
 	f.StringVar(&o.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding the id of the running boot")
 	f.StringVar(&o.stateDir, "state-dir", "", "directory of the daemon's state file (default <host-root>/var/lib/strata)")
 	f.DurationVar(&o.resync, "resync-period", rollout.DefaultResync, "how often to sync without a Node event")
+	f.StringSliceVar(&o.insecure, "insecure-registry", nil, "registry host[:port] read over plain HTTP when the daemon reads image manifests for its disruption decision (repeatable; bootc has its own registries.conf)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address the Prometheus metrics endpoint binds to; 0 disables it")
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.zap.BindFlags(zfs)
@@ -140,6 +143,10 @@ func run(o options) error {
 		Root:      root,
 		StateDir:  o.stateDir,
 		Bootc:     bc,
+		Images: &rollout.RegistryImages{
+			Registry: registry.Client{Insecure: o.insecure},
+			AuthFile: filepath.Join(o.hostRoot, rollout.AuthFile),
+		},
 		Machine: &rollout.Commands{
 			BootIDFile: o.bootIDFile,
 			RebootArgv: reboot,
