@@ -45,6 +45,8 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		err = d.unstage(ctx, s, image)
 	case actDecide:
 		err = d.decideDisruption(ctx, s, image, config, key)
+	case actApplyLive:
+		err = d.applyLive(ctx, s, image, config)
 	case actRequestDrain:
 		drain := v1alpha1.DrainRequestPrefix + key
 		s.report(v1alpha1.DesiredDrainAnnotation, drain)
@@ -166,6 +168,7 @@ func (d *Daemon) applyConfig(s *scope, image, config string) error {
 
 // inSync reports the config the node runs as Done.
 func (d *Daemon) inSync(s *scope, config, key string) {
+	d.reportCurrent(s)
 	s.report(v1alpha1.CurrentConfigAnnotation, config)
 	s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateDone)
 	s.report(v1alpha1.ReasonAnnotation, clip(strings.Join(s.rec.Skipped, "; ")))

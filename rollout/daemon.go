@@ -19,6 +19,7 @@ import (
 	"github.com/strata-dev/strata/nodeconfig"
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/rollout/hostfs"
+	"github.com/strata-dev/strata/rollout/unitaction"
 )
 
 // DefaultHealthCheckTimeout applies when the node has no
@@ -73,6 +74,9 @@ type Daemon struct {
 	// Images reads images for the disruption decision; nil means every
 	// image update counts as a new image (a full reboot).
 	Images Images
+	// Units runs a live apply's actions (systemctl); nil means a live
+	// apply with actions falls back to a full reboot.
+	Units *unitaction.Systemd
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -287,7 +291,16 @@ func (d *Daemon) reportCurrent(s *scope) {
 	if s.annotation(v1alpha1.OriginalImageAnnotation) == "" && s.rec.OriginalImage != "" {
 		s.report(v1alpha1.OriginalImageAnnotation, s.rec.OriginalImage)
 	}
-	s.report(v1alpha1.CurrentImageAnnotation, s.host.Status.Booted.PullSpec())
+	current, booted := s.host.Status.Booted.PullSpec(), ""
+	// After a live apply the node runs the staged image's configuration:
+	// the staged image is current, and the booted one is kept in use.
+	if ci := s.rec.CurrentImage; ci != "" && bootc.DigestOf(ci) == s.staged && s.staged != s.host.Status.Booted.Digest() {
+		current, booted = ci, current
+	}
+	s.report(v1alpha1.CurrentImageAnnotation, current)
+	if _, ok := s.node.Annotations[v1alpha1.BootedImageAnnotation]; ok || booted != "" {
+		s.report(v1alpha1.BootedImageAnnotation, booted)
+	}
 	if s.rec.CurrentConfig != "" {
 		s.report(v1alpha1.CurrentConfigAnnotation, s.rec.CurrentConfig)
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/disruption"
 	"github.com/strata-dev/strata/internal/imageref"
 	"github.com/strata-dev/strata/rollout/bootc"
 )
@@ -47,6 +48,11 @@ const (
 	// over the changes, the image and the policy) once its image is
 	// staged, and records it.
 	actDecide action = "decide"
+	// actApplyLive applies a Live decision: the node items and the
+	// changed /etc paths written live as the staged deployment has them,
+	// then the actions; the image stays staged. A failure falls back to
+	// a full reboot.
+	actApplyLive action = "applyLive"
 	// actRequestDrain asks the controller for the drain.
 	actRequestDrain action = "requestDrain"
 	// actWaitForDrain waits for the controller to apply the drain.
@@ -217,7 +223,11 @@ func decide(o *observed, rec *Record) action {
 
 	// An image update, up to its reboot.
 	drain := v1alpha1.DrainRequestPrefix + key
+	live := rec.Disruption != nil && rec.Disruption.Key == key && rec.Disruption.Kind == disruption.Live
 	switch {
+	case rec.CurrentConfig == o.Config && rec.CurrentImage == o.Image && o.Staged == want:
+		// Applied live: the config runs, the image boots next.
+		return actInSync
 	case o.State == v1alpha1.NodeStateDegraded && o.DesiredDrain == drain:
 		return actDrainFailed
 	case o.ConfigCheck == configUnread:
@@ -230,10 +240,14 @@ func decide(o *observed, rec *Record) action {
 		return actStage
 	case rec.Disruption == nil || rec.Disruption.Key != key:
 		return actDecide
+	case live && !rec.Disruption.Drain:
+		return actApplyLive
 	case o.DesiredDrain != drain:
 		return actRequestDrain
 	case o.LastAppliedDrain != drain:
 		return actWaitForDrain
+	case live:
+		return actApplyLive
 	case !o.ItemsWritten:
 		return actWriteItems
 	}

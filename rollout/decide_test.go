@@ -40,6 +40,9 @@ func TestDecide(t *testing.T) {
 		none             = &Record{}
 		decided          = &Record{Disruption: &DisruptionRecord{Key: key, Kind: "Reboot"}}
 		decidedOther     = &Record{Disruption: &DisruptionRecord{Key: UpdateKey(A, "rendered-0"), Kind: "Reboot"}}
+		live             = &Record{Disruption: &DisruptionRecord{Key: key, Kind: "Live"}}
+		liveDrain        = &Record{Disruption: &DisruptionRecord{Key: key, Kind: "Live", Drain: true}}
+		appliedLive      = &Record{CurrentImage: A, CurrentConfig: cfg, Disruption: &DisruptionRecord{Key: key, Kind: "Live"}}
 	)
 	for _, tc := range []struct {
 		situation string
@@ -60,6 +63,11 @@ func TestDecide(t *testing.T) {
 		{"working: stage", observed{Image: A, Config: cfg, Booted: dO, State: working, ConfigCheck: valid}, none, actStage},
 		{"staged: decide the disruption", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, none, actDecide},
 		{"staged, decided for another update", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, decidedOther, actDecide},
+		{"decided live: apply live", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, live, actApplyLive},
+		{"decided live with a drain: ask for it", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, liveDrain, actRequestDrain},
+		{"decided live with a drain: drained", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, LastAppliedDrain: drain, ConfigCheck: valid}, liveDrain, actApplyLive},
+		{"applied live, the image staged", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working}, appliedLive, actInSync},
+		{"applied live, the staged image gone", observed{Image: A, Config: cfg, Booted: dO, State: done}, appliedLive, actReadConfig},
 		{"decided: ask for the drain", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, decided, actRequestDrain},
 		{"drain asked", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, ConfigCheck: valid}, decided, actWaitForDrain},
 		{"drain timed out", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: degraded, DesiredDrain: drain}, none, actDrainFailed},

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/disruption"
 	"github.com/strata-dev/strata/rollout/bootc"
+	"github.com/strata-dev/strata/rollout/liveapply"
+	"github.com/strata-dev/strata/rollout/unitaction"
 )
 
 // Images reads what an image is made of, for the decision: whether two
@@ -34,7 +37,9 @@ type DisruptionRecord struct {
 	Drain bool `json:"drain,omitempty"`
 	// Actions are the live actions, in the order they run.
 	Actions []DisruptionAction `json:"actions,omitempty"`
-	Reason  string             `json:"reason"`
+	// Paths are the image paths a live apply writes.
+	Paths  []string `json:"paths,omitempty"`
+	Reason string   `json:"reason"`
 }
 
 // DisruptionAction is a disruption.Action in the state file.
@@ -127,6 +132,9 @@ func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, 
 	for _, a := range dec.Actions {
 		rec.Actions = append(rec.Actions, DisruptionAction{Type: a.Type, Service: a.Service})
 	}
+	if dec.Kind == disruption.Live {
+		rec.Paths = in.Changes.Paths
+	}
 	s.rec.Disruption = rec
 	if err := SaveRecord(d.StateDir, s.rec); err != nil {
 		return err
@@ -157,4 +165,81 @@ func (d *Daemon) compareConfigs(ctx context.Context, current, desired string) (*
 		return nil, strings.TrimSpace("could not compare the configs: " + err.Error())
 	}
 	return c, ""
+}
+
+// applyLive applies a Live decision: the node items, the changed /etc
+// paths exactly as the staged deployment has them (package liveapply),
+// then the actions in order. The staged image stays staged, so that any
+// later boot boots it with the same /etc. The update is then recorded as
+// current: its config runs, its image is staged. A refusal, a mismatch
+// or a failed action falls back to a full reboot, saying why.
+func (d *Daemon) applyLive(ctx context.Context, s *scope, image, config string) error {
+	rec := s.rec.Disruption
+	fallback := func(why string) error {
+		rec.Kind, rec.Drain, rec.Actions, rec.Paths = disruption.Reboot, true, nil, nil
+		rec.Reason = clip(rec.Reason + "; " + why + ": a full reboot instead")
+		if err := SaveRecord(d.StateDir, s.rec); err != nil {
+			return err
+		}
+		s.log.Info("The live apply failed: falling back to a full reboot", "reason", rec.Reason)
+		d.event(s, corev1.EventTypeWarning, "Disruption", "LiveApply", "%s", rec.summary())
+		s.report(v1alpha1.DisruptionAnnotation, rec.summary())
+		return nil
+	}
+	host, err := d.Bootc.Status(ctx)
+	if err != nil {
+		return err
+	}
+	staged := host.Status.Staged
+	if staged == nil || staged.Digest() != bootc.DigestOf(image) || staged.Ostree == nil {
+		return fallback("bootc status shows no ostree deployment of the image staged")
+	}
+	if len(rec.Actions) > 0 && d.Units == nil {
+		return fallback("the daemon has no systemctl to run " + actionNames(rec.Actions))
+	}
+	skipped, err := d.writeItems(s)
+	if err != nil {
+		return err
+	}
+	deployment := liveapply.DeploymentDir(staged.Ostree.Stateroot, staged.Ostree.Checksum, staged.Ostree.DeploySerial)
+	changes, err := liveapply.ApplyAndVerify(d.Root, deployment, rec.Paths)
+	var refused *liveapply.RefusedError
+	var mismatch *liveapply.MismatchError
+	switch {
+	case errors.As(err, &refused), errors.As(err, &mismatch):
+		return fallback("the live apply was refused: " + err.Error())
+	case err != nil:
+		return fmt.Errorf("live apply: %w", err)
+	}
+	for _, c := range changes {
+		s.log.Info("Wrote live", "path", c.Path, "change", c.Action)
+	}
+	if len(rec.Actions) > 0 {
+		actions := make([]unitaction.Action, 0, len(rec.Actions))
+		for _, a := range rec.Actions {
+			actions = append(actions, unitaction.Action{Kind: unitaction.Kind(a.Type), Unit: a.Service})
+		}
+		if err := d.Units.Run(ctx, actions); err != nil {
+			return fallback("an action failed: " + err.Error())
+		}
+	}
+	s.rec.CurrentConfig, s.rec.CurrentImage, s.rec.Skipped, s.rec.Update = config, image, skipped, nil
+	if err := SaveRecord(d.StateDir, s.rec); err != nil {
+		return err
+	}
+	s.log.Info("Applied the update live", "paths", len(rec.Paths), "actions", actionNames(rec.Actions))
+	d.event(s, corev1.EventTypeNormal, "Updated", "LiveApply", "Applied config %s live (%d paths, actions: %s); image %s is staged for the next boot",
+		config, len(rec.Paths), actionNames(rec.Actions), image)
+	return nil
+}
+
+func actionNames(as []DisruptionAction) string {
+	if len(as) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(as))
+	for _, a := range as {
+		names = append(names, disruption.Action{Type: a.Type, Service: a.Service}.String())
+	}
+	return strings.Join(names, ", ")
 }

@@ -2,10 +2,13 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -16,7 +19,9 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/disruption"
 	"github.com/strata-dev/strata/internal/registry"
+	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/rollout/hostfs"
+	"github.com/strata-dev/strata/rollout/unitaction"
 	"github.com/strata-dev/strata/test/bootcsim"
 	"github.com/strata-dev/strata/test/testregistry"
 )
@@ -88,7 +93,8 @@ func newLayeredSim(t *testing.T) *layeredSim {
 }
 
 func (r *rig) newDaemonWithImages(reg *testregistry.Registry) {
-	r.d.Images = &RegistryImages{Registry: registry.Client{Insecure: []string{reg.Host}}}
+	r.images = &RegistryImages{Registry: registry.Client{Insecure: []string{reg.Host}}}
+	r.restart()
 }
 
 // etcConfig creates a rendered config writing /etc/chrony.conf with
@@ -110,11 +116,16 @@ func (r *rig) etcConfig(content string, kargs []string) string {
 // for /etc/chrony.conf.
 func clusterPolicy(t *testing.T, r *rig, actions ...v1alpha1.NodeDisruptionPolicyAction) *v1alpha1.MachineConfiguration {
 	t.Helper()
+	return clusterPolicyFiles(t, r, v1alpha1.NodeDisruptionPolicyFile{Path: "/etc/chrony.conf", Actions: actions})
+}
+
+// clusterPolicyFiles creates the `cluster` MachineConfiguration with
+// policies for files.
+func clusterPolicyFiles(t *testing.T, r *rig, files ...v1alpha1.NodeDisruptionPolicyFile) *v1alpha1.MachineConfiguration {
+	t.Helper()
 	mc := &v1alpha1.MachineConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.MachineConfigurationName},
-		Spec: v1alpha1.MachineConfigurationSpec{NodeDisruptionPolicy: v1alpha1.NodeDisruptionPolicyConfig{
-			Files: []v1alpha1.NodeDisruptionPolicyFile{{Path: "/etc/chrony.conf", Actions: actions}},
-		}},
+		Spec:       v1alpha1.MachineConfigurationSpec{NodeDisruptionPolicy: v1alpha1.NodeDisruptionPolicyConfig{Files: files}},
 	}
 	if err := env.Client.Create(r.ctx, mc); err != nil {
 		t.Fatal(err)
@@ -168,16 +179,16 @@ func TestDisruptionDecided(t *testing.T) {
 			t.Errorf("decision %+v, want a soft reboot for /etc/chrony.conf", d)
 		}
 	})
-	t.Run("a policy names the file: live, with its action", func(t *testing.T) {
+	t.Run("live with an action but no systemctl: a full reboot, saying why", func(t *testing.T) {
 		l := newLayeredSim(t)
 		l.newDaemonWithImages(l.reg)
 		clusterPolicy(t, l.rig, v1alpha1.NodeDisruptionPolicyAction{Type: v1alpha1.RestartAction,
 			Restart: &v1alpha1.NodeDisruptionPolicyService{ServiceName: "chronyd.service"}})
 		two := l.image("two", nil, map[string]string{"etc/chrony.conf": "b\n"})
 		d := l.decided(two, l.etcConfig("b", nil))
-		want := []DisruptionAction{{Type: v1alpha1.RestartAction, Service: "chronyd.service"}}
-		if d.Kind != disruption.Live || d.Drain || !equalJSON(d.Actions, want) {
-			t.Errorf("decision %+v, want Live without a drain, actions %+v", d, want)
+		if d.Kind != disruption.Reboot || !strings.Contains(d.Reason, "policy /etc/chrony.conf: Restart chronyd.service") ||
+			!strings.Contains(d.Reason, "no systemctl") {
+			t.Errorf("decision %+v, want the live decision fallen back to a full reboot", d)
 		}
 	})
 	t.Run("the merged status is used when it is current", func(t *testing.T) {
@@ -231,8 +242,163 @@ func TestDisruptionDecided(t *testing.T) {
 	})
 }
 
-func equalJSON(a, b any) bool {
-	x, err1 := json.Marshal(a)
-	y, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && string(x) == string(y)
+// liveRig is a layered simulator whose daemon reads images and records
+// its systemctl calls; fail, when set, fails the call whose arguments it
+// names.
+type liveRig struct {
+	*layeredSim
+	mu      sync.Mutex
+	calls   []string
+	fail    string
+	one     string
+	configA string
+}
+
+func newLiveRig(t *testing.T) *liveRig {
+	t.Helper()
+	l := &liveRig{layeredSim: newLayeredSim(t)}
+	l.one, l.configA = l.ann(v1alpha1.CurrentImageAnnotation), l.ann(v1alpha1.CurrentConfigAnnotation)
+	l.units = &unitaction.Systemd{Systemctl: []string{"systemctl"}, Runner: unitaction.RunnerFunc(func(_ context.Context, argv []string) ([]byte, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		call := strings.Join(argv[1:], " ")
+		l.calls = append(l.calls, call)
+		if call == l.fail {
+			return []byte("Job for chronyd.service failed"), errors.New("exit status 1")
+		}
+		return nil, nil
+	})}
+	l.newDaemonWithImages(l.reg)
+	restart := []v1alpha1.NodeDisruptionPolicyAction{{Type: v1alpha1.RestartAction,
+		Restart: &v1alpha1.NodeDisruptionPolicyService{ServiceName: "chronyd.service"}}}
+	clusterPolicyFiles(t, l.rig,
+		v1alpha1.NodeDisruptionPolicyFile{Path: "/etc/chrony.conf", Actions: restart},
+		v1alpha1.NodeDisruptionPolicyFile{Path: "/etc/systemd/system/chronyd.service.d", Actions: restart})
+	return l
+}
+
+// chronyConfig is a rendered config with /etc/chrony.conf and a drop-in
+// of chronyd.service (a file under /etc/systemd/system, which adds a
+// daemon-reload), both with content.
+func (r *rig) chronyConfig(content string) string {
+	r.t.Helper()
+	ign := fmt.Sprintf(`{"ignition":{"version":"3.4.0"},"storage":{"files":[`+
+		`{"path":"/etc/chrony.conf","mode":420,"overwrite":true,"contents":{"source":"data:,%[1]s%%0A"}},`+
+		`{"path":"/etc/systemd/system/chronyd.service.d/10-strata.conf","mode":420,"overwrite":true,"contents":{"source":"data:,%%23%[1]s%%0A"}}]}}`, content)
+	name := fmt.Sprintf("rendered-%s-chronyd-%s", r.name, content)
+	mc := &v1alpha1.MachineConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.MachineConfigSpec{Config: runtime.RawExtension{Raw: []byte(ign)}}}
+	if err := env.Client.Create(r.ctx, mc); err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { _ = env.Client.Delete(context.Background(), mc) })
+	return name
+}
+
+func (l *liveRig) chronyImage(tag, content string) string {
+	return l.image(tag, nil, map[string]string{
+		"etc/chrony.conf": content + "\n",
+		"etc/systemd/system/chronyd.service.d/10-strata.conf": "#" + content + "\n",
+	})
+}
+
+func (l *liveRig) etc(p string) string {
+	l.t.Helper()
+	b, err := os.ReadFile(filepath.Join(l.dir, p))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestLiveApplyOnTheSimulator (issue 21 point 3): a change the policy
+// applies live takes no drain and no reboot; the changed files are live
+// as the staged image has them, the actions ran in order, the node
+// reports the config current, the staged image current and the booted
+// one in use; a later reboot boots the staged image with the same files.
+func TestLiveApplyOnTheSimulator(t *testing.T) {
+	l := newLiveRig(t)
+	bootID, err := l.sim.BootID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, configB := l.chronyImage("two", "b"), l.chronyConfig("b")
+	l.desire(two, configB)
+	l.converge()
+
+	if got := l.sim.counts(); got.reboots != 0 || got.switches != 1 {
+		t.Errorf("bootc and reboot calls %+v, want one switch and no reboot", got)
+	}
+	if d := l.drains(); len(d) != 0 {
+		t.Errorf("drain requests %q, want none", d)
+	}
+	if id, _ := l.sim.BootID(); id != bootID {
+		t.Errorf("boot id %s, want %s kept", id, bootID)
+	}
+	if got := l.etc("etc/chrony.conf"); got != "b\n" {
+		t.Errorf("live /etc/chrony.conf %q, want the staged image's %q", got, "b\n")
+	}
+	if got := l.etc("etc/systemd/system/chronyd.service.d/10-strata.conf"); got != "#b\n" {
+		t.Errorf("live drop-in %q, want %q", got, "#b\n")
+	}
+	if want := []string{"daemon-reload", "restart chronyd.service"}; !slices.Equal(l.calls, want) {
+		t.Errorf("systemctl calls %q, want %q", l.calls, want)
+	}
+	l.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
+		v1alpha1.CurrentConfigAnnotation: configB,
+		v1alpha1.CurrentImageAnnotation:  two,
+		v1alpha1.BootedImageAnnotation:   l.one,
+	})
+	if got := l.ann(v1alpha1.DisruptionAnnotation); !strings.HasPrefix(got, "Live: ") {
+		t.Errorf("disruption annotation %q, want a Live decision", got)
+	}
+	if staged, _ := l.sim.entries(); staged != bootc.DigestOf(two) {
+		t.Errorf("staged %q, want the desired image staged for the next boot", staged)
+	}
+	// Nothing more to do: the next sync is in sync.
+	l.sync()
+	if got := l.sim.counts(); got.switches != 1 {
+		t.Errorf("switches %d after another sync, want 1", got.switches)
+	}
+
+	// A later reboot, whatever asks for it, boots the staged image.
+	l.reboot()
+	l.sync()
+	if _, booted := l.sim.entries(); booted != bootc.DigestOf(two) {
+		t.Errorf("booted %s after the reboot, want %s", booted, bootc.DigestOf(two))
+	}
+	l.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:        v1alpha1.NodeStateDone,
+		v1alpha1.CurrentImageAnnotation: two,
+		v1alpha1.BootedImageAnnotation:  "",
+	})
+	if got := l.etc("etc/chrony.conf"); got != "b\n" {
+		t.Errorf("/etc/chrony.conf %q after the reboot, want %q", got, "b\n")
+	}
+}
+
+// TestLiveApplyFallsBack (issue 21 point 3): a failed action turns the
+// live decision into a full reboot, with the reason, and the update then
+// drains and reboots as any other.
+func TestLiveApplyFallsBack(t *testing.T) {
+	l := newLiveRig(t)
+	l.fail = "restart chronyd.service"
+	two, configB := l.chronyImage("two", "b"), l.chronyConfig("b")
+	l.desire(two, configB)
+	l.converge()
+	if got := l.sim.counts(); got.reboots != 1 {
+		t.Errorf("reboots %d, want the fallback's one", got.reboots)
+	}
+	if d := l.drains(); len(d) != 1 {
+		t.Errorf("drain requests %q, want one", d)
+	}
+	got := l.ann(v1alpha1.DisruptionAnnotation)
+	if !strings.HasPrefix(got, "Reboot: ") || !strings.Contains(got, "an action failed") || !strings.Contains(got, "Job for chronyd.service failed") {
+		t.Errorf("disruption annotation %q, want the fallback to a reboot with the failed action", got)
+	}
+	l.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
+		v1alpha1.CurrentConfigAnnotation: configB,
+		v1alpha1.CurrentImageAnnotation:  two,
+	})
 }

@@ -25,7 +25,11 @@
 //	                                                               reportWorking
 //	(none)       Working     not staged                            stage
 //	(none)       Working     staged, no decision for the update    decide
+//	(none)       any         applied live, desired image staged    inSync
+//	(none)       Working     decided Live, no drain in the policy  applyLive (or falls
+//	                                                               back to Reboot)
 //	(none)       Working     decided, no drain asked               requestDrain
+//	(none)       Working     drained, decided Live                 applyLive
 //	(none)       Working     drain asked, not applied              waitForDrain (waits)
 //	(none)       Working     drained                               writeItems,
 //	                                                               recordReboot -> rebooting
@@ -62,8 +66,17 @@
 // policy (its merged status when it is current, else its spec merged
 // over the defaults, else the defaults). The decision and its reason are
 // recorded in the state file, the disruption annotation and an Event.
-// This daemon still takes the drain and the full reboot for every
-// decision.
+//
+// A Live decision is applied live (applyLive): the node items, the
+// changed /etc paths written as the staged deployment has them (package
+// liveapply, so that the next boot finds no local modification), then
+// the actions in order (package unitaction); no reboot, and a drain only
+// when the policy asks for one. The image stays staged, so any later boot
+// boots it; the node reports the config and the staged image as current
+// and the booted image as bootedImage, so that the pool counts the node
+// updated and image GC spares both. A refused or mismatched live write
+// or a failed action turns the decision into a full reboot, with the
+// reason. SoftReboot decisions still take the drain and a full reboot.
 //
 // The node's boot check (package bootcheck, in every image Strata builds)
 // rolls the node back when no daemon verifies the boot: recordReboot

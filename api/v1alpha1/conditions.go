@@ -159,7 +159,10 @@ const (
 	// names the update, so a request is carried out once) and disruption
 	// (what the node's latest image update costs it and why: "<Live,
 	// SoftReboot or Reboot>: <reason>", from the MachineConfiguration's
-	// policy).
+	// policy), bootedImage (the image the node booted, set only while it
+	// differs from currentImage: after a live apply currentImage is the
+	// staged image whose configuration the node runs, and the booted one
+	// must stay in the registry too).
 	//
 	// The controller also writes state=Degraded with the reason when a
 	// drain runs past the pool's drainTimeout.
@@ -176,6 +179,7 @@ const (
 	DesiredDrainAnnotation       = Prefix + "desiredDrain"
 	LastAppliedDrainAnnotation   = Prefix + "lastAppliedDrain"
 	DisruptionAnnotation         = Prefix + "disruption"
+	BootedImageAnnotation        = Prefix + "bootedImage"
 	// DrainStartedAnnotation records when the controller first cordoned
 	// the node for the current drain request (RFC 3339), so that the
 	// drain timeout survives a restart of the controller.

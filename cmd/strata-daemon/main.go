@@ -27,6 +27,7 @@ import (
 	"github.com/strata-dev/strata/rollout"
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/rollout/hostfs"
+	"github.com/strata-dev/strata/rollout/unitaction"
 )
 
 type options struct {
@@ -43,6 +44,7 @@ type options struct {
 	resync        time.Duration
 	metricsAddr   string
 	insecure      []string
+	systemctl     string
 	zap           zap.Options
 }
 
@@ -84,6 +86,7 @@ which survives reboots.`,
 	f.StringVar(&o.stateDir, "state-dir", "", "directory of the daemon's state file (default <host-root>/var/lib/strata)")
 	f.DurationVar(&o.resync, "resync-period", rollout.DefaultResync, "how often to sync without a Node event")
 	f.StringSliceVar(&o.insecure, "insecure-registry", nil, "registry host[:port] read over plain HTTP when the daemon reads image manifests for its disruption decision (repeatable; bootc has its own registries.conf)")
+	f.StringVar(&o.systemctl, "systemctl-command", "nsenter --target 1 --mount --pid -- systemctl", "systemctl command, split at white space, for the actions of a live apply (daemon-reload, reload, restart)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address the Prometheus metrics endpoint binds to; 0 disables it")
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.zap.BindFlags(zfs)
@@ -110,6 +113,10 @@ func run(o options) error {
 		return errors.New("--bootc-*-timeout must be positive")
 	}
 	bc.Timeouts = o.bootcTimeouts
+	systemctl := strings.Fields(o.systemctl)
+	if len(systemctl) == 0 {
+		return errors.New("--systemctl-command is empty")
+	}
 	reboot := strings.Fields(o.rebootCommand)
 	if len(reboot) == 0 {
 		return errors.New("--reboot-command is empty")
@@ -147,6 +154,7 @@ func run(o options) error {
 			Registry: registry.Client{Insecure: o.insecure},
 			AuthFile: filepath.Join(o.hostRoot, rollout.AuthFile),
 		},
+		Units: &unitaction.Systemd{Systemctl: systemctl},
 		Machine: &rollout.Commands{
 			BootIDFile: o.bootIDFile,
 			RebootArgv: reboot,
