@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/disruption"
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/rollout/bootcheck"
 )
@@ -65,7 +66,23 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		if err = bootcheck.WriteExpect(bootcheck.Dir(d.StateDir), bootc.DigestOf(image), s.healthLimit); err != nil {
 			break
 		}
-		s.rec.Update = &UpdateRecord{Key: key, Image: image, Config: config, Phase: PhaseRebooting, BootID: s.bootID, Skipped: s.skipped}
+		nu := &UpdateRecord{Key: key, Image: image, Config: config, Phase: PhaseRebooting, BootID: s.bootID, Skipped: s.skipped}
+		if dr := s.rec.Disruption; dr != nil && dr.Key == key && dr.Kind == disruption.SoftReboot && d.Soft != nil {
+			// The count before the soft reboot: it going up is how the
+			// daemon sees it happen, the boot id being kept.
+			count, cerr := d.Soft.SoftRebootCount(ctx)
+			if cerr != nil {
+				// Without the count (systemd older than 254 cannot
+				// soft-reboot at all) a soft reboot could not be seen.
+				dr.Kind = disruption.Reboot
+				dr.Reason = clip(dr.Reason + "; systemd's soft reboot count could not be read (" + cerr.Error() + "): a full reboot instead")
+				s.report(v1alpha1.DisruptionAnnotation, dr.summary())
+				d.event(s, corev1.EventTypeWarning, "Disruption", "SoftReboot", "%s", dr.summary())
+			} else {
+				nu.Soft, nu.SoftReboots = true, count
+			}
+		}
+		s.rec.Update = nu
 		err = SaveRecord(d.StateDir, s.rec)
 	case actReportRebooting:
 		s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateRebooting)
@@ -76,6 +93,9 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 	case actReboot:
 		if s.rebootAgain {
 			s.log.Info("The node did not reboot: asking again", "bootID", s.bootID)
+		}
+		if u.Soft {
+			return d.softReboot(ctx, s, u)
 		}
 		return d.reboot(ctx, s)
 	case actStartVerify:
@@ -232,6 +252,40 @@ func (d *Daemon) reboot(ctx context.Context, s *scope) (Result, error) {
 		return Result{}, err
 	}
 	return Result{Rebooting: true}, nil
+}
+
+// softReboot applies the staged deployment with a soft reboot. bootc
+// refusing it (the deployment not capable after all) turns the update's
+// reboot into a full one, recorded with the reason; a daemon without a
+// SoftRebooter (an older one recorded Soft) does the same.
+func (d *Daemon) softReboot(ctx context.Context, s *scope, u *UpdateRecord) (Result, error) {
+	var err error
+	if d.Soft == nil {
+		err = errors.New("this daemon cannot soft-reboot")
+	} else {
+		s.log.Info("Soft-rebooting", "bootID", s.bootID, "softReboots", u.SoftReboots)
+		d.event(s, corev1.EventTypeNormal, "Rebooting", "SoftReboot", "Soft-rebooting into image %s", u.Image)
+		d.rebootRequested = true
+		if err = d.Soft.SoftReboot(ctx); err == nil {
+			return Result{Rebooting: true}, nil
+		}
+		d.rebootRequested = false
+	}
+	u.Soft = false
+	if dr := s.rec.Disruption; dr != nil && dr.Key == u.Key {
+		dr.Kind = disruption.Reboot
+		dr.Reason = clip(dr.Reason + "; the soft reboot failed (" + err.Error() + "): a full reboot instead")
+		s.report(v1alpha1.DisruptionAnnotation, dr.summary())
+	}
+	if serr := SaveRecord(d.StateDir, s.rec); serr != nil {
+		return Result{}, serr
+	}
+	s.log.Info("The soft reboot failed: rebooting fully", "error", err.Error())
+	d.event(s, corev1.EventTypeWarning, "Disruption", "SoftReboot", "The soft reboot failed (%s): a full reboot instead", err.Error())
+	if err := d.flush(ctx, s); err != nil {
+		return Result{}, err
+	}
+	return d.reboot(ctx, s)
 }
 
 func (d *Daemon) startVerify(s *scope, u *UpdateRecord) error {

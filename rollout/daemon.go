@@ -77,6 +77,9 @@ type Daemon struct {
 	// Units runs a live apply's actions (systemctl); nil means a live
 	// apply with actions falls back to a full reboot.
 	Units *unitaction.Systemd
+	// Soft soft-reboots the node; nil means SoftReboot decisions take a
+	// full reboot.
+	Soft SoftRebooter
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -150,6 +153,9 @@ type scope struct {
 	// rebootAgain is set when the sync starts in phase rebooting from
 	// the running boot.
 	rebootAgain bool
+	// softReboots is systemd's soft reboot count, read at the start of
+	// a sync that waits for a soft reboot.
+	softReboots int
 }
 
 func (s *scope) annotation(key string) string {
@@ -220,8 +226,13 @@ func (d *Daemon) Sync(ctx context.Context) (res Result, err error) {
 	if !validTimeout && s.rec.Update != nil && s.rec.Update.Phase == PhaseVerifying {
 		s.log.Info("Ignoring an invalid health check timeout", "healthCheckTimeout", s.annotation(v1alpha1.HealthCheckTimeoutAnnotation))
 	}
+	if u := s.rec.Update; u != nil && u.Phase == PhaseRebooting && u.Soft && u.BootID == s.bootID && d.Soft != nil {
+		if s.softReboots, err = d.Soft.SoftRebootCount(ctx); err != nil {
+			return Result{}, fmt.Errorf("read the soft reboot count: %w", err)
+		}
+	}
 	// A reboot asked for from this boot did not happen.
-	s.rebootAgain = s.rec.Update != nil && s.rec.Update.Phase == PhaseRebooting && s.rec.Update.BootID == s.bootID
+	s.rebootAgain = s.rec.Update != nil && s.rec.Update.Phase == PhaseRebooting && !s.rec.Update.rebooted(d.observe(s))
 	for range maxActions {
 		o := d.observe(s)
 		a := decide(o, s.rec)
@@ -261,6 +272,7 @@ func (d *Daemon) observe(s *scope) *observed {
 		Staged:             s.staged,
 		RollbackQueued:     s.host.Status.RollbackQueued || s.host.Spec.BootOrder == "rollback",
 		BootID:             s.bootID,
+		SoftReboots:        s.softReboots,
 		Now:                d.now(),
 		HealthCheckTimeout: s.healthLimit,
 		ConfigCheck:        s.config,

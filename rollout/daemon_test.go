@@ -79,6 +79,7 @@ type rig struct {
 	// images and units, when set, are every daemon's (disruption_test.go).
 	images Images
 	units  *unitaction.Systemd
+	soft   SoftRebooter
 
 	mu sync.Mutex
 	// drainRequests are the drain requests the daemon patched in.
@@ -186,6 +187,7 @@ func (r *rig) newDaemon() *Daemon {
 		Machine:   host,
 		Images:    r.images,
 		Units:     r.units,
+		Soft:      r.soft,
 		Now:       func() time.Time { return r.clock },
 		checkpoint: func(step string) error {
 			r.mu.Lock()

@@ -143,6 +143,9 @@ type observed struct {
 	RollbackQueued bool
 	// BootID identifies the running boot.
 	BootID string
+	// SoftReboots is systemd's count of soft reboots of this boot, read
+	// when the update waits for a soft reboot.
+	SoftReboots int
 	// Now and HealthCheckTimeout time the health check after a reboot.
 	Now                time.Time
 	HealthCheckTimeout time.Duration
@@ -171,7 +174,7 @@ func decide(o *observed, rec *Record) action {
 	// arrives once the update's reboot happened waits until the update
 	// is complete or rolled back, or the health check and the rollback
 	// of an image that may not work would be lost.
-	if u != nil && u.Key != key && !u.pastReboot(o.BootID) {
+	if u != nil && u.Key != key && !u.pastReboot(o) {
 		u = nil
 	}
 	// Nodes pull by digest only: with a tag, neither booted nor staged
@@ -186,7 +189,7 @@ func decide(o *observed, rec *Record) action {
 		case PhaseFailed:
 			return actReportFailed
 		case PhaseRebooting:
-			if u.BootID == o.BootID {
+			if !u.rebooted(o) {
 				return reboot(o, u)
 			}
 			return actStartVerify
@@ -256,14 +259,21 @@ func decide(o *observed, rec *Record) action {
 
 // pastReboot says whether the update's reboot happened (or its rollback
 // started), so that it must run to its verdict.
-func (u *UpdateRecord) pastReboot(bootID string) bool {
+func (u *UpdateRecord) pastReboot(o *observed) bool {
 	switch u.Phase {
 	case PhaseVerifying, PhaseRollingBack:
 		return true
 	case PhaseRebooting:
-		return u.BootID != bootID
+		return u.rebooted(o)
 	}
 	return false
+}
+
+// rebooted says whether the reboot recorded in u happened: another boot
+// id, or, for a soft reboot, which keeps the boot id, systemd's count of
+// soft reboots above the one recorded before it.
+func (u *UpdateRecord) rebooted(o *observed) bool {
+	return u.BootID != o.BootID || (u.Soft && o.SoftReboots > u.SoftReboots)
 }
 
 // reboot asks for the reboot recorded in u, once Rebooting (and, for a

@@ -34,6 +34,9 @@ func TestDecide(t *testing.T) {
 		in = func(p Phase) *Record {
 			return &Record{Update: &UpdateRecord{Key: key, Image: A, Config: cfg, Phase: p, BootID: "b1", VerifyStarted: &t0}}
 		}
+		soft = func(count int) *Record {
+			return &Record{Update: &UpdateRecord{Key: key, Image: A, Config: cfg, Phase: PhaseRebooting, BootID: "b1", Soft: true, SoftReboots: count}}
+		}
 		rolledBackIssued = &Record{Update: &UpdateRecord{Key: key, Image: A, Config: cfg, Phase: PhaseRollingBack, BootID: "b1", RollbackIssued: true}}
 		onA              = &Record{CurrentImage: A, CurrentConfig: cfg}
 		onO              = &Record{CurrentImage: O, CurrentConfig: cfg}
@@ -75,6 +78,10 @@ func TestDecide(t *testing.T) {
 		{"items written", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, LastAppliedDrain: drain, ConfigCheck: valid, ItemsWritten: true}, decided, actRecordReboot},
 		{"rebooting, not reported", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, BootID: "b1"}, in(PhaseRebooting), actReportRebooting},
 		{"rebooting, reported", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: rebooting, BootID: "b1"}, in(PhaseRebooting), actReboot},
+		{"soft reboot, not reported", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, BootID: "b1", SoftReboots: 2}, soft(2), actReportRebooting},
+		{"soft reboot, reported", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: rebooting, BootID: "b1", SoftReboots: 2}, soft(2), actReboot},
+		{"soft-rebooted: same boot id, count up", observed{Image: A, Config: cfg, Booted: dA, State: rebooting, BootID: "b1", SoftReboots: 3}, soft(2), actStartVerify},
+		{"soft-rebooted, changed meanwhile", observed{Image: O, Config: cfg, Booted: dA, BootID: "b1", SoftReboots: 3}, soft(2), actStartVerify},
 		{"booted again", observed{Image: A, Config: cfg, Booted: dA, State: rebooting, BootID: "b2"}, in(PhaseRebooting), actStartVerify},
 		{"verifying: another image booted", observed{Image: A, Config: cfg, Booted: dO, BootID: "b2"}, in(PhaseVerifying), actFailDidNotBoot},
 		{"verifying: check health", observed{Image: A, Config: cfg, Booted: dA, BootID: "b2"}, in(PhaseVerifying), actCheckHealth},

@@ -122,6 +122,9 @@ func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, 
 		in.Changes, unknown = d.compareConfigs(ctx, current, config)
 	}
 	dec := disruption.Decide(in)
+	if dec.Kind == disruption.SoftReboot && d.Soft == nil {
+		dec.Kind, dec.Reason = disruption.Reboot, dec.Reason+"; this daemon cannot soft-reboot: a full reboot instead"
+	}
 	switch {
 	case in.Changes == nil:
 		dec.Reason += " (" + unknown + ")"

@@ -94,6 +94,7 @@ func newLayeredSim(t *testing.T) *layeredSim {
 
 func (r *rig) newDaemonWithImages(reg *testregistry.Registry) {
 	r.images = &RegistryImages{Registry: registry.Client{Insecure: []string{reg.Host}}}
+	r.soft = r.sim
 	r.restart()
 }
 
@@ -400,5 +401,98 @@ func TestLiveApplyFallsBack(t *testing.T) {
 		v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
 		v1alpha1.CurrentConfigAnnotation: configB,
 		v1alpha1.CurrentImageAnnotation:  two,
+	})
+}
+
+// TestSoftRebootOnTheSimulator (issue 21 point 4): a change no policy
+// names, on a soft-reboot capable deployment, drains and soft-reboots:
+// the boot id is kept, systemd's soft reboot count goes up by one, the
+// desired image boots, and the health gate runs as after a reboot.
+func TestSoftRebootOnTheSimulator(t *testing.T) {
+	l := newLayeredSim(t)
+	l.newDaemonWithImages(l.reg)
+	bootID, err := l.sim.BootID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := l.sim.sim.SoftReboots()
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, configB := l.image("two", nil, map[string]string{"etc/chrony.conf": "b\n"}), l.etcConfig("b", nil)
+	l.desire(two, configB)
+	l.sync()
+	l.applyDrain()
+	if !l.sync().Rebooting {
+		t.Fatal("no soft reboot asked for")
+	}
+	if u := l.record().Update; u == nil || !u.Soft || u.SoftReboots != before {
+		t.Fatalf("state file update %+v, want a soft reboot recorded from count %d", u, before)
+	}
+	// Not Ready at first (a soft reboot restarts the kubelet too): the
+	// health gate must hold the update.
+	l.setReady(false)
+	l.reboot()
+	l.sync()
+	if u := l.record().Update; u == nil || u.Phase != PhaseVerifying {
+		t.Fatalf("state file update %+v after the soft reboot, want it verifying", u)
+	}
+	if got := l.ann(v1alpha1.StateAnnotation); got == v1alpha1.NodeStateDone {
+		t.Fatal("reported Done while the health check fails")
+	}
+	l.setReady(true)
+	l.converge()
+
+	if id, _ := l.sim.BootID(); id != bootID {
+		t.Errorf("boot id %s after the soft reboot, want %s kept", id, bootID)
+	}
+	if after, _ := l.sim.sim.SoftReboots(); after != before+1 {
+		t.Errorf("soft reboot count %d, want %d", after, before+1)
+	}
+	if got := l.sim.counts(); got.reboots != 0 {
+		t.Errorf("full reboots %d, want none", got.reboots)
+	}
+	if _, booted := l.sim.entries(); booted != bootc.DigestOf(two) {
+		t.Errorf("booted %s, want %s", booted, bootc.DigestOf(two))
+	}
+	if d := l.drains(); len(d) != 1 {
+		t.Errorf("drain requests %q, want one", d)
+	}
+	l.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
+		v1alpha1.CurrentImageAnnotation:  two,
+		v1alpha1.CurrentConfigAnnotation: configB,
+	})
+	if got := l.ann(v1alpha1.DisruptionAnnotation); !strings.HasPrefix(got, "SoftReboot: ") {
+		t.Errorf("disruption annotation %q, want a soft reboot", got)
+	}
+}
+
+// TestKernelArgumentsRebootFullyOnTheSimulator (issue 21 point 4): bootc
+// reports the deployment soft-reboot capable (it misses kargs changes,
+// bootc issue 1350), but a kernel argument change reboots fully.
+func TestKernelArgumentsRebootFullyOnTheSimulator(t *testing.T) {
+	l := newLayeredSim(t)
+	l.newDaemonWithImages(l.reg)
+	bootID, err := l.sim.BootID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, configB := l.image("two", nil, map[string]string{"etc/chrony.conf": "b\n"}), l.etcConfig("b", []string{"quiet"})
+	l.desire(two, configB)
+	l.sync()
+	if !l.stagedCapable() {
+		t.Fatal("the simulator does not report the staged deployment soft-reboot capable")
+	}
+	l.converge()
+	if got := l.sim.counts(); got.reboots != 1 || got.softReboots != 0 {
+		t.Errorf("reboot calls %+v, want one full reboot and no soft one", got)
+	}
+	if id, _ := l.sim.BootID(); id == bootID {
+		t.Error("the boot id did not change: no full reboot")
+	}
+	l.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:        v1alpha1.NodeStateDone,
+		v1alpha1.CurrentImageAnnotation: two,
 	})
 }

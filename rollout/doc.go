@@ -33,9 +33,9 @@
 //	(none)       Working     drain asked, not applied              waitForDrain (waits)
 //	(none)       Working     drained                               writeItems,
 //	                                                               recordReboot -> rebooting
-//	rebooting    Working     same boot id                          reportRebooting
-//	rebooting    Rebooting   same boot id                          reboot (waits)
-//	rebooting    Rebooting   another boot id                       startVerify -> verifying
+//	rebooting    Working     not rebooted                          reportRebooting
+//	rebooting    Rebooting   not rebooted                          reboot (waits)
+//	rebooting    Rebooting   rebooted                              startVerify -> verifying
 //	verifying    Rebooting   another image booted                  failDidNotBoot -> failed
 //	verifying    Rebooting   health not checked                    checkHealth
 //	verifying    any         healthy                               complete (Done, uncordon)
@@ -45,6 +45,13 @@
 //	rollingBack  Working     same boot id, rollback issued/queued  reportRebooting, reboot
 //	rollingBack  Rebooting   another boot id                       failRolledBack -> failed
 //	failed       Degraded    same desired pair                     reportFailed (uncordon)
+//
+// "Rebooted" is another boot id; for a soft reboot (the update's
+// disruption decision was SoftReboot), which keeps the boot id, also
+// systemd's SoftRebootsCount above the count recorded by recordReboot.
+// reboot then runs `bootc upgrade --from-downloaded --apply
+// --soft-reboot=required`; bootc refusing it turns it into a full
+// reboot, recorded with the reason.
 //
 // A config change for the image the node runs takes no drain and no
 // reboot. A node is Done only when nothing is staged but the desired
@@ -76,7 +83,9 @@
 // and the booted image as bootedImage, so that the pool counts the node
 // updated and image GC spares both. A refused or mismatched live write
 // or a failed action turns the decision into a full reboot, with the
-// reason. SoftReboot decisions still take the drain and a full reboot.
+// reason. A SoftReboot decision drains, then soft-reboots (see above),
+// and is verified as after a reboot: the desired digest booted, the
+// health check, the boot check's handshake.
 //
 // The node's boot check (package bootcheck, in every image Strata builds)
 // rolls the node back when no daemon verifies the boot: recordReboot

@@ -275,7 +275,9 @@ type MachineConfigurationStatus struct {
 // reports the new configuration and image as current and the image it
 // booted in its bootedImage annotation. A live apply that fails (a write
 // refused, an action that fails) takes a full reboot instead, saying why.
-// A soft reboot decision is, for now, carried out as a full reboot.
+// A soft reboot decision drains the node, soft-reboots it and checks its
+// health as after a reboot; bootc refusing the soft reboot takes a full
+// one instead.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

@@ -155,6 +155,7 @@ func run(o options) error {
 			AuthFile: filepath.Join(o.hostRoot, rollout.AuthFile),
 		},
 		Units: &unitaction.Systemd{Systemctl: systemctl},
+		Soft:  &rollout.BootcSoftReboot{Bootc: bc, Systemctl: &bootc.Systemctl{Argv: systemctl}},
 		Machine: &rollout.Commands{
 			BootIDFile: o.bootIDFile,
 			RebootArgv: reboot,
