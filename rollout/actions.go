@@ -98,6 +98,8 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 			return d.softReboot(ctx, s, u)
 		}
 		return d.reboot(ctx, s)
+	case actAdoptBoot:
+		err = d.adoptBoot(s, image, config, key)
 	case actStartVerify:
 		err = d.startVerify(s, u)
 	case actCheckHealth:
@@ -286,6 +288,18 @@ func (d *Daemon) softReboot(ctx context.Context, s *scope, u *UpdateRecord) (Res
 		return Result{}, err
 	}
 	return d.reboot(ctx, s)
+}
+
+// adoptBoot takes an update whose image the node booted without the
+// drain and the reboot (another reboot finalized the staged deployment)
+// into verification: the health gate, and its rollback, run as after the
+// update's own reboot.
+func (d *Daemon) adoptBoot(s *scope, image, config, key string) error {
+	s.rec.Update = &UpdateRecord{Key: key, Image: image, Config: config, Phase: PhaseRebooting, BootID: s.bootID}
+	s.log.Info("The desired image booted without the drain: checking its health as after a reboot")
+	d.event(s, corev1.EventTypeWarning, "BootedWithoutDrain", "Verify",
+		"Image %s booted without the drain (a reboot Strata did not ask for); checking its health as after a reboot", image)
+	return d.startVerify(s, s.rec.Update)
 }
 
 func (d *Daemon) startVerify(s *scope, u *UpdateRecord) error {

@@ -66,6 +66,10 @@ const (
 	actReportRebooting action = "reportRebooting"
 	// actReboot runs the reboot command; the sync then waits to be killed.
 	actReboot action = "reboot"
+	// actAdoptBoot records phase verifying for an update whose image
+	// booted without its drain and reboot (an unplanned reboot after the
+	// stage), so that its health is checked as after a reboot.
+	actAdoptBoot action = "adoptBoot"
 	// actStartVerify records phase verifying at the first sync after the
 	// reboot: the health check timeout counts from then.
 	actStartVerify action = "startVerify"
@@ -216,6 +220,11 @@ func decide(o *observed, rec *Record) action {
 			return actUnstage
 		case rec.CurrentConfig == o.Config && rec.CurrentImage == o.Image:
 			return actInSync
+		case rec.Disruption != nil && rec.Disruption.Key == key && rec.CurrentImage != o.Image:
+			// Staged for this update, and booted without its drain and
+			// reboot (a reboot someone else asked for): the health gate
+			// runs anyway.
+			return actAdoptBoot
 		case o.ConfigCheck == configUnread:
 			return actReadConfig
 		case o.ConfigCheck == configInvalid:

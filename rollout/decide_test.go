@@ -59,6 +59,8 @@ func TestDecide(t *testing.T) {
 		{"config change the node cannot apply", observed{Image: O, Config: cfg, Booted: dO, ConfigCheck: invalid}, none, actReject},
 		{"config change", observed{Image: O, Config: cfg, Booted: dO, ConfigCheck: valid}, none, actApplyConfig},
 		{"config applied", observed{Image: A, Config: cfg, Booted: dA}, onA, actInSync},
+		{"booted without the drain", observed{Image: A, Config: cfg, Booted: dA, BootID: "b2"}, decided, actAdoptBoot},
+		{"booted without the drain, decided for another", observed{Image: A, Config: cfg, Booted: dA, BootID: "b2"}, decidedOther, actReadConfig},
 		{"image update: read the config", observed{Image: A, Config: cfg, Booted: dO}, none, actReadConfig},
 		{"image update the node cannot apply", observed{Image: A, Config: cfg, Booted: dO, ConfigCheck: invalid}, none, actReject},
 		{"image update starts", observed{Image: A, Config: cfg, Booted: dO, State: done, ConfigCheck: valid}, none, actReportWorking},

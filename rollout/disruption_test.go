@@ -496,3 +496,44 @@ func TestKernelArgumentsRebootFullyOnTheSimulator(t *testing.T) {
 		v1alpha1.CurrentImageAnnotation: two,
 	})
 }
+
+// TestBootedWithoutTheDrainOnTheSimulator (issue 21 point 5, bootc
+// without locked staging): a clean reboot nobody asked Strata for,
+// between the stage and the drain, boots the staged image; the daemon
+// recognises it and holds the update to the health gate before Done.
+func TestBootedWithoutTheDrainOnTheSimulator(t *testing.T) {
+	r, _, two := newSimRig(t)
+	config := r.varConfig("one")
+	r.desire(two, config)
+	r.sync() // staged, decided, drain asked
+	if r.record().Disruption == nil {
+		t.Fatal("no decision recorded after the stage")
+	}
+	// Another reboot manager reboots the node cleanly: bootc finalizes
+	// the staged deployment.
+	r.setReady(false)
+	r.reboot()
+	if _, booted := r.sim.entries(); booted != bootc.DigestOf(two) {
+		t.Fatalf("booted %s after a clean reboot, want the staged %s", booted, bootc.DigestOf(two))
+	}
+	r.sync()
+	if u := r.record().Update; u == nil || u.Phase != PhaseVerifying || u.Image != two {
+		t.Fatalf("state file update %+v, want the update verifying", u)
+	}
+	if got := r.ann(v1alpha1.StateAnnotation); got == v1alpha1.NodeStateDone {
+		t.Fatal("reported Done before the health gate passed")
+	}
+	r.setReady(true)
+	r.converge()
+	if got := r.sim.counts(); got.reboots != 0 || got.switches != 1 {
+		t.Errorf("bootc and reboot calls %+v, want one switch and no reboot of the daemon's", got)
+	}
+	r.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
+		v1alpha1.CurrentImageAnnotation:  two,
+		v1alpha1.CurrentConfigAnnotation: config,
+	})
+	if got := r.marker(); got != "one" {
+		t.Errorf("marker %q: the config's node items were not written", got)
+	}
+}

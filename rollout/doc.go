@@ -21,6 +21,8 @@
 //	(none)       any         desired image booted, config not      readConfig,
 //	                         applied                               applyConfig, inSync
 //	(none)       Degraded    controller gave up on the drain       drainFailed (waits)
+//	(none)       any         desired image booted, staged and      adoptBoot -> verifying
+//	                         decided, no reboot recorded
 //	(none)       Done        desired image not booted              readConfig,
 //	                                                               reportWorking
 //	(none)       Working     not staged                            stage
@@ -52,6 +54,14 @@
 // reboot then runs `bootc upgrade --from-downloaded --apply
 // --soft-reboot=required`; bootc refusing it turns it into a full
 // reboot, recorded with the reason.
+//
+// adoptBoot: bootc finalizes a staged deployment at any clean shutdown,
+// so a reboot Strata did not ask for (another reboot manager, a person)
+// between the stage and the drain boots the desired image without the
+// drain. The daemon recognises it (the image booted, its disruption
+// decided, no reboot recorded) and runs the health gate anyway, with an
+// Event saying so. (A crash or power loss finalizes nothing: the old
+// image boots and the update stages again.)
 //
 // A config change for the image the node runs takes no drain and no
 // reboot. A node is Done only when nothing is staged but the desired
