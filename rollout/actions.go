@@ -209,12 +209,74 @@ func (d *Daemon) stage(ctx context.Context, s *scope, image string) error {
 	}
 	s.log.Info("Staging the desired image")
 	start := d.now()
-	if err := d.Bootc.Switch(ctx, image); err != nil {
+	locked, err := d.switchLocked(ctx, image)
+	if err != nil {
 		return err
+	}
+	if locked {
+		s.log.Info("Locked the staged image: no reboot applies it before the drain")
 	}
 	s.staged = bootc.DigestOf(image)
 	s.log.Info("Staged the desired image", "seconds", d.now().Sub(start).Seconds())
 	d.event(s, corev1.EventTypeNormal, "Staged", "Switch", "Staged image %s for the next boot", image)
+	return nil
+}
+
+// capabilities are the StagingLock's, read once; nil without one.
+func (d *Daemon) capabilities(ctx context.Context) (*bootc.Capabilities, error) {
+	if d.Lock == nil {
+		return nil, nil
+	}
+	if d.caps == nil {
+		c, err := d.Lock.Capabilities(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read bootc's options: %w", err)
+		}
+		d.caps = &c
+	}
+	return d.caps, nil
+}
+
+// switchLocked stages image locked where bootc can: switch
+// --download-only, or on a bootc whose switch lacks it (1.16) a switch
+// then upgrade --download-only, which leaves a short unlocked window
+// (adoptBoot covers a reboot in it). It says whether the stage is
+// locked.
+func (d *Daemon) switchLocked(ctx context.Context, image string) (bool, error) {
+	caps, err := d.capabilities(ctx)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case caps != nil && caps.LockedStaging():
+		return true, d.Lock.SwitchWith(ctx, image, bootc.SwitchOptions{DownloadOnly: true})
+	case caps != nil && caps.UpgradeDownloadOnly:
+		if err := d.Bootc.Switch(ctx, image); err != nil {
+			return false, err
+		}
+		return true, d.Lock.LockStaged(ctx)
+	}
+	return false, d.Bootc.Switch(ctx, image)
+}
+
+// unlock makes a locked staged deployment one that the next boot
+// applies: before the daemon's own reboot, and after a live apply, so
+// that any later boot boots the image whose /etc the node runs.
+func (d *Daemon) unlock(ctx context.Context, s *scope) error {
+	if d.Lock == nil {
+		return nil
+	}
+	host, err := d.Bootc.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if st := host.Status.Staged; st == nil || !st.DownloadOnly {
+		return nil
+	}
+	if err := d.Lock.ApplyDownloaded(ctx, bootc.Apply{}); err != nil {
+		return fmt.Errorf("unlock the staged image: %w", err)
+	}
+	s.log.Info("Unlocked the staged image for the next boot")
 	return nil
 }
 
@@ -246,6 +308,9 @@ func (d *Daemon) unstage(ctx context.Context, s *scope, image string) error {
 // reboot runs the reboot command. No action follows, in this process,
 // until RebootTimedOut.
 func (d *Daemon) reboot(ctx context.Context, s *scope) (Result, error) {
+	if err := d.unlock(ctx, s); err != nil {
+		return Result{}, err
+	}
 	s.log.Info("Rebooting", "bootID", s.bootID)
 	d.event(s, corev1.EventTypeNormal, "Rebooting", "Reboot", "Rebooting into image %s", s.annotation(v1alpha1.DesiredImageAnnotation))
 	d.rebootRequested = true

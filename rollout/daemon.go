@@ -80,11 +80,16 @@ type Daemon struct {
 	// Soft soft-reboots the node; nil means SoftReboot decisions take a
 	// full reboot.
 	Soft SoftRebooter
+	// Lock stages locked where bootc can; nil means a plain switch,
+	// which any clean reboot applies.
+	Lock StagingLock
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
 	// started is set once the original image is recorded.
 	started bool
+	// caps are Lock's capabilities, read once.
+	caps *bootc.Capabilities
 	// authSecret is the pull secret name last written to AuthFile.
 	authSecret *string
 	// rebootRequested stops every action once the reboot command ran.

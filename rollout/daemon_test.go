@@ -80,6 +80,7 @@ type rig struct {
 	images Images
 	units  *unitaction.Systemd
 	soft   SoftRebooter
+	lock   StagingLock
 
 	mu sync.Mutex
 	// drainRequests are the drain requests the daemon patched in.
@@ -188,6 +189,7 @@ func (r *rig) newDaemon() *Daemon {
 		Images:    r.images,
 		Units:     r.units,
 		Soft:      r.soft,
+		Lock:      r.lock,
 		Now:       func() time.Time { return r.clock },
 		checkpoint: func(step string) error {
 			r.mu.Lock()

@@ -226,6 +226,10 @@ func (d *Daemon) applyLive(ctx context.Context, s *scope, image, config string) 
 			return fallback("an action failed: " + err.Error())
 		}
 	}
+	// Any later boot must boot the image whose /etc now runs.
+	if err := d.unlock(ctx, s); err != nil {
+		return err
+	}
 	s.rec.CurrentConfig, s.rec.CurrentImage, s.rec.Skipped, s.rec.Update = config, image, skipped, nil
 	if err := SaveRecord(d.StateDir, s.rec); err != nil {
 		return err

@@ -94,7 +94,7 @@ func newLayeredSim(t *testing.T) *layeredSim {
 
 func (r *rig) newDaemonWithImages(reg *testregistry.Registry) {
 	r.images = &RegistryImages{Registry: registry.Client{Insecure: []string{reg.Host}}}
-	r.soft = r.sim
+	r.soft, r.lock = r.sim, r.sim
 	r.restart()
 }
 
@@ -535,5 +535,52 @@ func TestBootedWithoutTheDrainOnTheSimulator(t *testing.T) {
 	})
 	if got := r.marker(); got != "one" {
 		t.Errorf("marker %q: the config's node items were not written", got)
+	}
+}
+
+// TestLockedStagingOnTheSimulator (issue 21 point 5): on both bootc
+// releases the staged image is locked (switch --download-only, or on
+// 1.16 a switch then upgrade --download-only), so a clean reboot nobody
+// asked Strata for boots the current image; the update then proceeds
+// with its drain and reboot.
+func TestLockedStagingOnTheSimulator(t *testing.T) {
+	for _, v := range []bootcsim.Version{bootcsim.Version116, bootcsim.VersionMain} {
+		t.Run(string(v), func(t *testing.T) {
+			r, one, two := newSimRig(t)
+			if err := r.sim.sim.SetBootcVersion(v); err != nil {
+				t.Fatal(err)
+			}
+			r.lock = r.sim
+			r.restart()
+			config := r.varConfig("one")
+			r.desire(two, config)
+			r.sync()
+			st, err := r.sim.Status(r.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Status.Staged == nil || st.Status.Staged.Digest() != bootc.DigestOf(two) || !st.Status.Staged.DownloadOnly {
+				t.Fatalf("staged %+v, want %s staged locked", st.Status.Staged, two)
+			}
+			// Another reboot manager reboots the node cleanly.
+			r.reboot()
+			if _, booted := r.sim.entries(); booted != bootc.DigestOf(one) {
+				t.Fatalf("booted %s after an unplanned reboot, want the current %s", booted, bootc.DigestOf(one))
+			}
+			r.converge()
+			if got := r.sim.counts(); got.reboots != 1 {
+				t.Errorf("reboot calls %+v, want the daemon's one", got)
+			}
+			if d := r.drains(); len(d) != 1 {
+				t.Errorf("drain requests %q, want one", d)
+			}
+			if _, booted := r.sim.entries(); booted != bootc.DigestOf(two) {
+				t.Errorf("booted %s, want %s", booted, bootc.DigestOf(two))
+			}
+			r.expectAnnotations(map[string]string{
+				v1alpha1.StateAnnotation:        v1alpha1.NodeStateDone,
+				v1alpha1.CurrentImageAnnotation: two,
+			})
+		})
 	}
 }

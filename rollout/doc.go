@@ -61,7 +61,12 @@
 // drain. The daemon recognises it (the image booted, its disruption
 // decided, no reboot recorded) and runs the health gate anyway, with an
 // Event saying so. (A crash or power loss finalizes nothing: the old
-// image boots and the update stages again.)
+// image boots and the update stages again.) Where bootc can, stage
+// locks the staged deployment (switch --download-only; on 1.16 switch
+// then upgrade --download-only, with a short unlocked window), so that
+// such a reboot boots the current image and the update proceeds; the
+// daemon unlocks it (upgrade --from-downloaded) before its own reboot
+// and after a live apply, and the soft reboot applies it.
 //
 // A config change for the image the node runs takes no drain and no
 // reboot. A node is Done only when nothing is staged but the desired

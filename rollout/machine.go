@@ -136,3 +136,21 @@ func (b *BootcSoftReboot) SoftReboot(ctx context.Context) error {
 func (b *BootcSoftReboot) SoftRebootCount(ctx context.Context) (int, error) {
 	return b.Systemctl.SoftRebootCount(ctx)
 }
+
+// StagingLock stages a deployment that no reboot applies until the
+// daemon unlocks it (bootc's download-only staging, BOOTC.md "Locked
+// staging"); *bootc.Command implements it.
+type StagingLock interface {
+	// Capabilities says which of the options this bootc has.
+	Capabilities(ctx context.Context) (bootc.Capabilities, error)
+	// SwitchWith is `bootc switch` with options (--download-only).
+	SwitchWith(ctx context.Context, image string, o bootc.SwitchOptions) error
+	// LockStaged is `bootc upgrade --download-only`: it locks the staged
+	// deployment.
+	LockStaged(ctx context.Context) error
+	// ApplyDownloaded is `bootc upgrade --from-downloaded`: it unlocks
+	// the staged deployment (and with Apply reboots into it).
+	ApplyDownloaded(ctx context.Context, a bootc.Apply) error
+}
+
+var _ StagingLock = (*bootc.Command)(nil)

@@ -43,6 +43,32 @@ func (h *simHost) SoftReboot(ctx context.Context) error {
 	return h.sim.Upgrade(ctx, bootcsim.UpgradeOptions{FromDownloaded: true, Apply: true, SoftReboot: bootc.SoftRebootRequired})
 }
 
+// Capabilities are those of the simulated bootc release.
+func (h *simHost) Capabilities(context.Context) (bootc.Capabilities, error) {
+	v, err := h.sim.BootcVersion()
+	if err != nil {
+		return bootc.Capabilities{}, err
+	}
+	return bootc.Capabilities{SwitchDownloadOnly: v.SwitchDownloadOnly(), UpgradeDownloadOnly: true, SoftReboot: true}, nil
+}
+
+func (h *simHost) SwitchWith(ctx context.Context, image string, o bootc.SwitchOptions) error {
+	h.mu.Lock()
+	h.switches++
+	h.mu.Unlock()
+	_, err := h.sim.Switch(ctx, image, bootcsim.SwitchOptions{Transport: bootc.TransportRegistry, DownloadOnly: o.DownloadOnly,
+		Apply: o.Apply.Reboot, SoftReboot: o.Apply.SoftReboot})
+	return err
+}
+
+func (h *simHost) LockStaged(ctx context.Context) error {
+	return h.sim.Upgrade(ctx, bootcsim.UpgradeOptions{DownloadOnly: true})
+}
+
+func (h *simHost) ApplyDownloaded(ctx context.Context, a bootc.Apply) error {
+	return h.sim.Upgrade(ctx, bootcsim.UpgradeOptions{FromDownloaded: true, Apply: a.Reboot, SoftReboot: a.SoftReboot})
+}
+
 // SoftRebootCount is systemd's SoftRebootsCount of the simulated node.
 func (h *simHost) SoftRebootCount(context.Context) (int, error) { return h.sim.SoftReboots() }
 

@@ -156,6 +156,7 @@ func run(o options) error {
 		},
 		Units: &unitaction.Systemd{Systemctl: systemctl},
 		Soft:  &rollout.BootcSoftReboot{Bootc: bc, Systemctl: &bootc.Systemctl{Argv: systemctl}},
+		Lock:  bc,
 		Machine: &rollout.Commands{
 			BootIDFile: o.bootIDFile,
 			RebootArgv: reboot,
