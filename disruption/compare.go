@@ -42,6 +42,10 @@ type Changes struct {
 	Units []string
 	// SSHKeys is true when any user's SSH keys changed.
 	SSHKeys bool
+	// Paths are every changed path of the image, units' own files
+	// included, kernel arguments' excluded, sorted: what a live apply
+	// writes.
+	Paths []string
 }
 
 // Empty reports whether nothing changed.
@@ -93,6 +97,7 @@ func Compare(current, desired *v1alpha1.MachineConfigSpec) (*Changes, error) {
 			}
 			continue
 		}
+		c.Paths = append(c.Paths, p)
 		// A path under the unit directory that no storage entry wrote
 		// was made by the systemd section (a unit, a drop-in, an
 		// enablement link): it is named by its unit in Units.

@@ -54,6 +54,8 @@ func TestCompare(t *testing.T) {
 		current, desired func(t *testing.T) *v1alpha1.MachineConfigSpec
 		want             Changes
 		reboot           []string // substrings of Reboot, in order
+		// paths is Paths when it is not want.Files (units' own files).
+		paths []string
 	}{
 		{
 			name:    "nil is the empty configuration",
@@ -133,7 +135,8 @@ func TestCompare(t *testing.T) {
 			desired: func(t *testing.T) *v1alpha1.MachineConfigSpec {
 				return spec(t, units(map[string]any{"name": "a.service", "contents": installed + "# new\n", "enabled": true}))
 			},
-			want: Changes{Units: []string{"a.service"}},
+			want:  Changes{Units: []string{"a.service"}},
+			paths: []string{"/etc/systemd/system/a.service", "/etc/systemd/system/multi-user.target.wants/a.service"},
 		},
 		{
 			name: "drop-ins, mask, added and removed units",
@@ -151,7 +154,8 @@ func TestCompare(t *testing.T) {
 					map[string]any{"name": "new.service", "enabled": false},
 				))
 			},
-			want: Changes{Units: []string{"d.service", "gone.service", "m.service", "new.service"}},
+			want:  Changes{Units: []string{"d.service", "gone.service", "m.service", "new.service"}},
+			paths: []string{"/etc/systemd/system/d.service.d/10-a.conf", "/etc/systemd/system/gone.service", "/etc/systemd/system/m.service"},
 		},
 		{
 			name: "drop-ins in another order change nothing",
@@ -245,8 +249,15 @@ func TestCompare(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			reboot := got.Reboot
-			got.Reboot = nil
+			reboot, paths := got.Reboot, got.Paths
+			got.Reboot, got.Paths = nil, nil
+			wantPaths := tc.paths
+			if wantPaths == nil {
+				wantPaths = tc.want.Files
+			}
+			if len(paths) != len(wantPaths) || (len(paths) > 0 && !reflect.DeepEqual(paths, wantPaths)) {
+				t.Errorf("Paths = %q, want %q", paths, wantPaths)
+			}
 			if !reflect.DeepEqual(*got, tc.want) {
 				t.Errorf("Compare = %+v, want %+v", *got, tc.want)
 			}

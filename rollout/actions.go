@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/disruption"
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/rollout/bootcheck"
 )
@@ -43,6 +44,10 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		err = d.stage(ctx, s, image)
 	case actUnstage:
 		err = d.unstage(ctx, s, image)
+	case actDecide:
+		err = d.decideDisruption(ctx, s, image, config, key)
+	case actApplyLive:
+		err = d.applyLive(ctx, s, image, config)
 	case actRequestDrain:
 		drain := v1alpha1.DrainRequestPrefix + key
 		s.report(v1alpha1.DesiredDrainAnnotation, drain)
@@ -61,7 +66,23 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		if err = bootcheck.WriteExpect(bootcheck.Dir(d.StateDir), bootc.DigestOf(image), s.healthLimit); err != nil {
 			break
 		}
-		s.rec.Update = &UpdateRecord{Key: key, Image: image, Config: config, Phase: PhaseRebooting, BootID: s.bootID, Skipped: s.skipped}
+		nu := &UpdateRecord{Key: key, Image: image, Config: config, Phase: PhaseRebooting, BootID: s.bootID, Skipped: s.skipped}
+		if dr := s.rec.Disruption; dr != nil && dr.Key == key && dr.Kind == disruption.SoftReboot && d.Soft != nil {
+			// The count before the soft reboot: it going up is how the
+			// daemon sees it happen, the boot id being kept.
+			count, cerr := d.Soft.SoftRebootCount(ctx)
+			if cerr != nil {
+				// Without the count (systemd older than 254 cannot
+				// soft-reboot at all) a soft reboot could not be seen.
+				dr.Kind = disruption.Reboot
+				dr.Reason = clip(dr.Reason + "; systemd's soft reboot count could not be read (" + cerr.Error() + "): a full reboot instead")
+				s.report(v1alpha1.DisruptionAnnotation, dr.summary())
+				d.event(s, corev1.EventTypeWarning, "Disruption", "SoftReboot", "%s", dr.summary())
+			} else {
+				nu.Soft, nu.SoftReboots = true, count
+			}
+		}
+		s.rec.Update = nu
 		err = SaveRecord(d.StateDir, s.rec)
 	case actReportRebooting:
 		s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateRebooting)
@@ -73,7 +94,12 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		if s.rebootAgain {
 			s.log.Info("The node did not reboot: asking again", "bootID", s.bootID)
 		}
+		if u.Soft {
+			return d.softReboot(ctx, s, u)
+		}
 		return d.reboot(ctx, s)
+	case actAdoptBoot:
+		err = d.adoptBoot(s, image, config, key)
 	case actStartVerify:
 		err = d.startVerify(s, u)
 	case actCheckHealth:
@@ -164,6 +190,7 @@ func (d *Daemon) applyConfig(s *scope, image, config string) error {
 
 // inSync reports the config the node runs as Done.
 func (d *Daemon) inSync(s *scope, config, key string) {
+	d.reportCurrent(s)
 	s.report(v1alpha1.CurrentConfigAnnotation, config)
 	s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateDone)
 	s.report(v1alpha1.ReasonAnnotation, clip(strings.Join(s.rec.Skipped, "; ")))
@@ -182,12 +209,74 @@ func (d *Daemon) stage(ctx context.Context, s *scope, image string) error {
 	}
 	s.log.Info("Staging the desired image")
 	start := d.now()
-	if err := d.Bootc.Switch(ctx, image); err != nil {
+	locked, err := d.switchLocked(ctx, image)
+	if err != nil {
 		return err
+	}
+	if locked {
+		s.log.Info("Locked the staged image: no reboot applies it before the drain")
 	}
 	s.staged = bootc.DigestOf(image)
 	s.log.Info("Staged the desired image", "seconds", d.now().Sub(start).Seconds())
 	d.event(s, corev1.EventTypeNormal, "Staged", "Switch", "Staged image %s for the next boot", image)
+	return nil
+}
+
+// capabilities are the StagingLock's, read once; nil without one.
+func (d *Daemon) capabilities(ctx context.Context) (*bootc.Capabilities, error) {
+	if d.Lock == nil {
+		return nil, nil
+	}
+	if d.caps == nil {
+		c, err := d.Lock.Capabilities(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read bootc's options: %w", err)
+		}
+		d.caps = &c
+	}
+	return d.caps, nil
+}
+
+// switchLocked stages image locked where bootc can: switch
+// --download-only, or on a bootc whose switch lacks it (1.16) a switch
+// then upgrade --download-only, which leaves a short unlocked window
+// (adoptBoot covers a reboot in it). It says whether the stage is
+// locked.
+func (d *Daemon) switchLocked(ctx context.Context, image string) (bool, error) {
+	caps, err := d.capabilities(ctx)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case caps != nil && caps.LockedStaging():
+		return true, d.Lock.SwitchWith(ctx, image, bootc.SwitchOptions{DownloadOnly: true})
+	case caps != nil && caps.UpgradeDownloadOnly:
+		if err := d.Bootc.Switch(ctx, image); err != nil {
+			return false, err
+		}
+		return true, d.Lock.LockStaged(ctx)
+	}
+	return false, d.Bootc.Switch(ctx, image)
+}
+
+// unlock makes a locked staged deployment one that the next boot
+// applies: before the daemon's own reboot, and after a live apply, so
+// that any later boot boots the image whose /etc the node runs.
+func (d *Daemon) unlock(ctx context.Context, s *scope) error {
+	if d.Lock == nil {
+		return nil
+	}
+	host, err := d.Bootc.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if st := host.Status.Staged; st == nil || !st.DownloadOnly {
+		return nil
+	}
+	if err := d.Lock.ApplyDownloaded(ctx, bootc.Apply{}); err != nil {
+		return fmt.Errorf("unlock the staged image: %w", err)
+	}
+	s.log.Info("Unlocked the staged image for the next boot")
 	return nil
 }
 
@@ -219,6 +308,9 @@ func (d *Daemon) unstage(ctx context.Context, s *scope, image string) error {
 // reboot runs the reboot command. No action follows, in this process,
 // until RebootTimedOut.
 func (d *Daemon) reboot(ctx context.Context, s *scope) (Result, error) {
+	if err := d.unlock(ctx, s); err != nil {
+		return Result{}, err
+	}
 	s.log.Info("Rebooting", "bootID", s.bootID)
 	d.event(s, corev1.EventTypeNormal, "Rebooting", "Reboot", "Rebooting into image %s", s.annotation(v1alpha1.DesiredImageAnnotation))
 	d.rebootRequested = true
@@ -227,6 +319,52 @@ func (d *Daemon) reboot(ctx context.Context, s *scope) (Result, error) {
 		return Result{}, err
 	}
 	return Result{Rebooting: true}, nil
+}
+
+// softReboot applies the staged deployment with a soft reboot. bootc
+// refusing it (the deployment not capable after all) turns the update's
+// reboot into a full one, recorded with the reason; a daemon without a
+// SoftRebooter (an older one recorded Soft) does the same.
+func (d *Daemon) softReboot(ctx context.Context, s *scope, u *UpdateRecord) (Result, error) {
+	var err error
+	if d.Soft == nil {
+		err = errors.New("this daemon cannot soft-reboot")
+	} else {
+		s.log.Info("Soft-rebooting", "bootID", s.bootID, "softReboots", u.SoftReboots)
+		d.event(s, corev1.EventTypeNormal, "Rebooting", "SoftReboot", "Soft-rebooting into image %s", u.Image)
+		d.rebootRequested = true
+		if err = d.Soft.SoftReboot(ctx); err == nil {
+			return Result{Rebooting: true}, nil
+		}
+		d.rebootRequested = false
+	}
+	u.Soft = false
+	if dr := s.rec.Disruption; dr != nil && dr.Key == u.Key {
+		dr.Kind = disruption.Reboot
+		dr.Reason = clip(dr.Reason + "; the soft reboot failed (" + err.Error() + "): a full reboot instead")
+		s.report(v1alpha1.DisruptionAnnotation, dr.summary())
+	}
+	if serr := SaveRecord(d.StateDir, s.rec); serr != nil {
+		return Result{}, serr
+	}
+	s.log.Info("The soft reboot failed: rebooting fully", "error", err.Error())
+	d.event(s, corev1.EventTypeWarning, "Disruption", "SoftReboot", "The soft reboot failed (%s): a full reboot instead", err.Error())
+	if err := d.flush(ctx, s); err != nil {
+		return Result{}, err
+	}
+	return d.reboot(ctx, s)
+}
+
+// adoptBoot takes an update whose image the node booted without the
+// drain and the reboot (another reboot finalized the staged deployment)
+// into verification: the health gate, and its rollback, run as after the
+// update's own reboot.
+func (d *Daemon) adoptBoot(s *scope, image, config, key string) error {
+	s.rec.Update = &UpdateRecord{Key: key, Image: image, Config: config, Phase: PhaseRebooting, BootID: s.bootID}
+	s.log.Info("The desired image booted without the drain: checking its health as after a reboot")
+	d.event(s, corev1.EventTypeWarning, "BootedWithoutDrain", "Verify",
+		"Image %s booted without the drain (a reboot Strata did not ask for); checking its health as after a reboot", image)
+	return d.startVerify(s, s.rec.Update)
 }
 
 func (d *Daemon) startVerify(s *scope, u *UpdateRecord) error {

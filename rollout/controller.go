@@ -46,12 +46,17 @@ func CacheOptions(nodeName string) cache.Options {
 // must not read them. Without list, a daemon reads only the secret whose
 // name it is given.
 //
+// MachineConfigurations: get, of the `cluster` singleton only, whose
+// disruption policy decides what an update costs the node; the daemon
+// reads it uncached once per image update, so it needs no list or watch.
+//
 // Events: the events API records an Event about a cluster-scoped object
 // (the daemon's Node) in namespace default, so the daemon may create them
 // there and nowhere else.
 //
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigs,verbs=get
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigurations,verbs=get
 // +kubebuilder:rbac:groups="",namespace=strata-nodes,resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=default,resources=events,verbs=create;patch
 

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-dev/strata/nodeconfig"
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/rollout/hostfs"
+	"github.com/strata-dev/strata/rollout/unitaction"
 )
 
 // DefaultHealthCheckTimeout applies when the node has no
@@ -70,11 +71,25 @@ type Daemon struct {
 	StateDir string
 	Bootc    Bootc
 	Machine  Machine
+	// Images reads images for the disruption decision; nil means every
+	// image update counts as a new image (a full reboot).
+	Images Images
+	// Units runs a live apply's actions (systemctl); nil means a live
+	// apply with actions falls back to a full reboot.
+	Units *unitaction.Systemd
+	// Soft soft-reboots the node; nil means SoftReboot decisions take a
+	// full reboot.
+	Soft SoftRebooter
+	// Lock stages locked where bootc can; nil means a plain switch,
+	// which any clean reboot applies.
+	Lock StagingLock
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
 	// started is set once the original image is recorded.
 	started bool
+	// caps are Lock's capabilities, read once.
+	caps *bootc.Capabilities
 	// authSecret is the pull secret name last written to AuthFile.
 	authSecret *string
 	// rebootRequested stops every action once the reboot command ran.
@@ -143,6 +158,9 @@ type scope struct {
 	// rebootAgain is set when the sync starts in phase rebooting from
 	// the running boot.
 	rebootAgain bool
+	// softReboots is systemd's soft reboot count, read at the start of
+	// a sync that waits for a soft reboot.
+	softReboots int
 }
 
 func (s *scope) annotation(key string) string {
@@ -213,8 +231,13 @@ func (d *Daemon) Sync(ctx context.Context) (res Result, err error) {
 	if !validTimeout && s.rec.Update != nil && s.rec.Update.Phase == PhaseVerifying {
 		s.log.Info("Ignoring an invalid health check timeout", "healthCheckTimeout", s.annotation(v1alpha1.HealthCheckTimeoutAnnotation))
 	}
+	if u := s.rec.Update; u != nil && u.Phase == PhaseRebooting && u.Soft && u.BootID == s.bootID && d.Soft != nil {
+		if s.softReboots, err = d.Soft.SoftRebootCount(ctx); err != nil {
+			return Result{}, fmt.Errorf("read the soft reboot count: %w", err)
+		}
+	}
 	// A reboot asked for from this boot did not happen.
-	s.rebootAgain = s.rec.Update != nil && s.rec.Update.Phase == PhaseRebooting && s.rec.Update.BootID == s.bootID
+	s.rebootAgain = s.rec.Update != nil && s.rec.Update.Phase == PhaseRebooting && !s.rec.Update.rebooted(d.observe(s))
 	for range maxActions {
 		o := d.observe(s)
 		a := decide(o, s.rec)
@@ -254,6 +277,7 @@ func (d *Daemon) observe(s *scope) *observed {
 		Staged:             s.staged,
 		RollbackQueued:     s.host.Status.RollbackQueued || s.host.Spec.BootOrder == "rollback",
 		BootID:             s.bootID,
+		SoftReboots:        s.softReboots,
 		Now:                d.now(),
 		HealthCheckTimeout: s.healthLimit,
 		ConfigCheck:        s.config,
@@ -284,7 +308,16 @@ func (d *Daemon) reportCurrent(s *scope) {
 	if s.annotation(v1alpha1.OriginalImageAnnotation) == "" && s.rec.OriginalImage != "" {
 		s.report(v1alpha1.OriginalImageAnnotation, s.rec.OriginalImage)
 	}
-	s.report(v1alpha1.CurrentImageAnnotation, s.host.Status.Booted.PullSpec())
+	current, booted := s.host.Status.Booted.PullSpec(), ""
+	// After a live apply the node runs the staged image's configuration:
+	// the staged image is current, and the booted one is kept in use.
+	if ci := s.rec.CurrentImage; ci != "" && bootc.DigestOf(ci) == s.staged && s.staged != s.host.Status.Booted.Digest() {
+		current, booted = ci, current
+	}
+	s.report(v1alpha1.CurrentImageAnnotation, current)
+	if _, ok := s.node.Annotations[v1alpha1.BootedImageAnnotation]; ok || booted != "" {
+		s.report(v1alpha1.BootedImageAnnotation, booted)
+	}
 	if s.rec.CurrentConfig != "" {
 		s.report(v1alpha1.CurrentConfigAnnotation, s.rec.CurrentConfig)
 	}

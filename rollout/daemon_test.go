@@ -27,6 +27,7 @@ import (
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/rollout/bootcheck"
 	"github.com/strata-dev/strata/rollout/hostfs"
+	"github.com/strata-dev/strata/rollout/unitaction"
 	"github.com/strata-dev/strata/test/testenv"
 )
 
@@ -75,6 +76,11 @@ type rig struct {
 	client client.Client
 	clock  time.Time
 	d      *Daemon
+	// images and units, when set, are every daemon's (disruption_test.go).
+	images Images
+	units  *unitaction.Systemd
+	soft   SoftRebooter
+	lock   StagingLock
 
 	mu sync.Mutex
 	// drainRequests are the drain requests the daemon patched in.
@@ -180,6 +186,10 @@ func (r *rig) newDaemon() *Daemon {
 		StateDir:  filepath.Join(r.dir, "var/lib/strata"),
 		Bootc:     host,
 		Machine:   host,
+		Images:    r.images,
+		Units:     r.units,
+		Soft:      r.soft,
+		Lock:      r.lock,
 		Now:       func() time.Time { return r.clock },
 		checkpoint: func(step string) error {
 			r.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/disruption"
 	"github.com/strata-dev/strata/internal/imageref"
 	"github.com/strata-dev/strata/rollout/bootc"
 )
@@ -43,6 +44,15 @@ const (
 	// no unstage, and the next boot of any kind finalizes what is staged,
 	// without a drain. It drops the replaced update's record first.
 	actUnstage action = "unstage"
+	// actDecide decides what the update costs the node (disruption.Decide
+	// over the changes, the image and the policy) once its image is
+	// staged, and records it.
+	actDecide action = "decide"
+	// actApplyLive applies a Live decision: the node items and the
+	// changed /etc paths written live as the staged deployment has them,
+	// then the actions; the image stays staged. A failure falls back to
+	// a full reboot.
+	actApplyLive action = "applyLive"
 	// actRequestDrain asks the controller for the drain.
 	actRequestDrain action = "requestDrain"
 	// actWaitForDrain waits for the controller to apply the drain.
@@ -56,6 +66,10 @@ const (
 	actReportRebooting action = "reportRebooting"
 	// actReboot runs the reboot command; the sync then waits to be killed.
 	actReboot action = "reboot"
+	// actAdoptBoot records phase verifying for an update whose image
+	// booted without its drain and reboot (an unplanned reboot after the
+	// stage), so that its health is checked as after a reboot.
+	actAdoptBoot action = "adoptBoot"
 	// actStartVerify records phase verifying at the first sync after the
 	// reboot: the health check timeout counts from then.
 	actStartVerify action = "startVerify"
@@ -133,6 +147,9 @@ type observed struct {
 	RollbackQueued bool
 	// BootID identifies the running boot.
 	BootID string
+	// SoftReboots is systemd's count of soft reboots of this boot, read
+	// when the update waits for a soft reboot.
+	SoftReboots int
 	// Now and HealthCheckTimeout time the health check after a reboot.
 	Now                time.Time
 	HealthCheckTimeout time.Duration
@@ -161,7 +178,7 @@ func decide(o *observed, rec *Record) action {
 	// arrives once the update's reboot happened waits until the update
 	// is complete or rolled back, or the health check and the rollback
 	// of an image that may not work would be lost.
-	if u != nil && u.Key != key && !u.pastReboot(o.BootID) {
+	if u != nil && u.Key != key && !u.pastReboot(o) {
 		u = nil
 	}
 	// Nodes pull by digest only: with a tag, neither booted nor staged
@@ -176,7 +193,7 @@ func decide(o *observed, rec *Record) action {
 		case PhaseFailed:
 			return actReportFailed
 		case PhaseRebooting:
-			if u.BootID == o.BootID {
+			if !u.rebooted(o) {
 				return reboot(o, u)
 			}
 			return actStartVerify
@@ -203,6 +220,11 @@ func decide(o *observed, rec *Record) action {
 			return actUnstage
 		case rec.CurrentConfig == o.Config && rec.CurrentImage == o.Image:
 			return actInSync
+		case rec.Disruption != nil && rec.Disruption.Key == key && rec.CurrentImage != o.Image:
+			// Staged for this update, and booted without its drain and
+			// reboot (a reboot someone else asked for): the health gate
+			// runs anyway.
+			return actAdoptBoot
 		case o.ConfigCheck == configUnread:
 			return actReadConfig
 		case o.ConfigCheck == configInvalid:
@@ -213,7 +235,11 @@ func decide(o *observed, rec *Record) action {
 
 	// An image update, up to its reboot.
 	drain := v1alpha1.DrainRequestPrefix + key
+	live := rec.Disruption != nil && rec.Disruption.Key == key && rec.Disruption.Kind == disruption.Live
 	switch {
+	case rec.CurrentConfig == o.Config && rec.CurrentImage == o.Image && o.Staged == want:
+		// Applied live: the config runs, the image boots next.
+		return actInSync
 	case o.State == v1alpha1.NodeStateDegraded && o.DesiredDrain == drain:
 		return actDrainFailed
 	case o.ConfigCheck == configUnread:
@@ -224,10 +250,16 @@ func decide(o *observed, rec *Record) action {
 		return actReportWorking
 	case o.Staged != want:
 		return actStage
+	case rec.Disruption == nil || rec.Disruption.Key != key:
+		return actDecide
+	case live && !rec.Disruption.Drain:
+		return actApplyLive
 	case o.DesiredDrain != drain:
 		return actRequestDrain
 	case o.LastAppliedDrain != drain:
 		return actWaitForDrain
+	case live:
+		return actApplyLive
 	case !o.ItemsWritten:
 		return actWriteItems
 	}
@@ -236,14 +268,21 @@ func decide(o *observed, rec *Record) action {
 
 // pastReboot says whether the update's reboot happened (or its rollback
 // started), so that it must run to its verdict.
-func (u *UpdateRecord) pastReboot(bootID string) bool {
+func (u *UpdateRecord) pastReboot(o *observed) bool {
 	switch u.Phase {
 	case PhaseVerifying, PhaseRollingBack:
 		return true
 	case PhaseRebooting:
-		return u.BootID != bootID
+		return u.rebooted(o)
 	}
 	return false
+}
+
+// rebooted says whether the reboot recorded in u happened: another boot
+// id, or, for a soft reboot, which keeps the boot id, systemd's count of
+// soft reboots above the one recorded before it.
+func (u *UpdateRecord) rebooted(o *observed) bool {
+	return u.BootID != o.BootID || (u.Soft && o.SoftReboots > u.SoftReboots)
 }
 
 // reboot asks for the reboot recorded in u, once Rebooting (and, for a

@@ -34,10 +34,18 @@ func TestDecide(t *testing.T) {
 		in = func(p Phase) *Record {
 			return &Record{Update: &UpdateRecord{Key: key, Image: A, Config: cfg, Phase: p, BootID: "b1", VerifyStarted: &t0}}
 		}
+		soft = func(count int) *Record {
+			return &Record{Update: &UpdateRecord{Key: key, Image: A, Config: cfg, Phase: PhaseRebooting, BootID: "b1", Soft: true, SoftReboots: count}}
+		}
 		rolledBackIssued = &Record{Update: &UpdateRecord{Key: key, Image: A, Config: cfg, Phase: PhaseRollingBack, BootID: "b1", RollbackIssued: true}}
 		onA              = &Record{CurrentImage: A, CurrentConfig: cfg}
 		onO              = &Record{CurrentImage: O, CurrentConfig: cfg}
 		none             = &Record{}
+		decided          = &Record{Disruption: &DisruptionRecord{Key: key, Kind: "Reboot"}}
+		decidedOther     = &Record{Disruption: &DisruptionRecord{Key: UpdateKey(A, "rendered-0"), Kind: "Reboot"}}
+		live             = &Record{Disruption: &DisruptionRecord{Key: key, Kind: "Live"}}
+		liveDrain        = &Record{Disruption: &DisruptionRecord{Key: key, Kind: "Live", Drain: true}}
+		appliedLive      = &Record{CurrentImage: A, CurrentConfig: cfg, Disruption: &DisruptionRecord{Key: key, Kind: "Live"}}
 	)
 	for _, tc := range []struct {
 		situation string
@@ -51,18 +59,31 @@ func TestDecide(t *testing.T) {
 		{"config change the node cannot apply", observed{Image: O, Config: cfg, Booted: dO, ConfigCheck: invalid}, none, actReject},
 		{"config change", observed{Image: O, Config: cfg, Booted: dO, ConfigCheck: valid}, none, actApplyConfig},
 		{"config applied", observed{Image: A, Config: cfg, Booted: dA}, onA, actInSync},
+		{"booted without the drain", observed{Image: A, Config: cfg, Booted: dA, BootID: "b2"}, decided, actAdoptBoot},
+		{"booted without the drain, decided for another", observed{Image: A, Config: cfg, Booted: dA, BootID: "b2"}, decidedOther, actReadConfig},
 		{"image update: read the config", observed{Image: A, Config: cfg, Booted: dO}, none, actReadConfig},
 		{"image update the node cannot apply", observed{Image: A, Config: cfg, Booted: dO, ConfigCheck: invalid}, none, actReject},
 		{"image update starts", observed{Image: A, Config: cfg, Booted: dO, State: done, ConfigCheck: valid}, none, actReportWorking},
 		{"working, an error reported", observed{Image: A, Config: cfg, Booted: dO, State: working, Reason: "x", ConfigCheck: valid}, none, actReportWorking},
 		{"working: stage", observed{Image: A, Config: cfg, Booted: dO, State: working, ConfigCheck: valid}, none, actStage},
-		{"staged: ask for the drain", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, none, actRequestDrain},
-		{"drain asked", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, ConfigCheck: valid}, none, actWaitForDrain},
+		{"staged: decide the disruption", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, none, actDecide},
+		{"staged, decided for another update", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, decidedOther, actDecide},
+		{"decided live: apply live", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, live, actApplyLive},
+		{"decided live with a drain: ask for it", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, liveDrain, actRequestDrain},
+		{"decided live with a drain: drained", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, LastAppliedDrain: drain, ConfigCheck: valid}, liveDrain, actApplyLive},
+		{"applied live, the image staged", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working}, appliedLive, actInSync},
+		{"applied live, the staged image gone", observed{Image: A, Config: cfg, Booted: dO, State: done}, appliedLive, actReadConfig},
+		{"decided: ask for the drain", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, decided, actRequestDrain},
+		{"drain asked", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, ConfigCheck: valid}, decided, actWaitForDrain},
 		{"drain timed out", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: degraded, DesiredDrain: drain}, none, actDrainFailed},
-		{"drained", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, LastAppliedDrain: drain, ConfigCheck: valid}, none, actWriteItems},
-		{"items written", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, LastAppliedDrain: drain, ConfigCheck: valid, ItemsWritten: true}, none, actRecordReboot},
+		{"drained", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, LastAppliedDrain: drain, ConfigCheck: valid}, decided, actWriteItems},
+		{"items written", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, LastAppliedDrain: drain, ConfigCheck: valid, ItemsWritten: true}, decided, actRecordReboot},
 		{"rebooting, not reported", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, BootID: "b1"}, in(PhaseRebooting), actReportRebooting},
 		{"rebooting, reported", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: rebooting, BootID: "b1"}, in(PhaseRebooting), actReboot},
+		{"soft reboot, not reported", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, BootID: "b1", SoftReboots: 2}, soft(2), actReportRebooting},
+		{"soft reboot, reported", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: rebooting, BootID: "b1", SoftReboots: 2}, soft(2), actReboot},
+		{"soft-rebooted: same boot id, count up", observed{Image: A, Config: cfg, Booted: dA, State: rebooting, BootID: "b1", SoftReboots: 3}, soft(2), actStartVerify},
+		{"soft-rebooted, changed meanwhile", observed{Image: O, Config: cfg, Booted: dA, BootID: "b1", SoftReboots: 3}, soft(2), actStartVerify},
 		{"booted again", observed{Image: A, Config: cfg, Booted: dA, State: rebooting, BootID: "b2"}, in(PhaseRebooting), actStartVerify},
 		{"verifying: another image booted", observed{Image: A, Config: cfg, Booted: dO, BootID: "b2"}, in(PhaseVerifying), actFailDidNotBoot},
 		{"verifying: check health", observed{Image: A, Config: cfg, Booted: dA, BootID: "b2"}, in(PhaseVerifying), actCheckHealth},

@@ -21,16 +21,23 @@
 //	(none)       any         desired image booted, config not      readConfig,
 //	                         applied                               applyConfig, inSync
 //	(none)       Degraded    controller gave up on the drain       drainFailed (waits)
+//	(none)       any         desired image booted, staged and      adoptBoot -> verifying
+//	                         decided, no reboot recorded
 //	(none)       Done        desired image not booted              readConfig,
 //	                                                               reportWorking
 //	(none)       Working     not staged                            stage
-//	(none)       Working     staged, no drain asked                requestDrain
+//	(none)       Working     staged, no decision for the update    decide
+//	(none)       any         applied live, desired image staged    inSync
+//	(none)       Working     decided Live, no drain in the policy  applyLive (or falls
+//	                                                               back to Reboot)
+//	(none)       Working     decided, no drain asked               requestDrain
+//	(none)       Working     drained, decided Live                 applyLive
 //	(none)       Working     drain asked, not applied              waitForDrain (waits)
 //	(none)       Working     drained                               writeItems,
 //	                                                               recordReboot -> rebooting
-//	rebooting    Working     same boot id                          reportRebooting
-//	rebooting    Rebooting   same boot id                          reboot (waits)
-//	rebooting    Rebooting   another boot id                       startVerify -> verifying
+//	rebooting    Working     not rebooted                          reportRebooting
+//	rebooting    Rebooting   not rebooted                          reboot (waits)
+//	rebooting    Rebooting   rebooted                              startVerify -> verifying
 //	verifying    Rebooting   another image booted                  failDidNotBoot -> failed
 //	verifying    Rebooting   health not checked                    checkHealth
 //	verifying    any         healthy                               complete (Done, uncordon)
@@ -40,6 +47,26 @@
 //	rollingBack  Working     same boot id, rollback issued/queued  reportRebooting, reboot
 //	rollingBack  Rebooting   another boot id                       failRolledBack -> failed
 //	failed       Degraded    same desired pair                     reportFailed (uncordon)
+//
+// "Rebooted" is another boot id; for a soft reboot (the update's
+// disruption decision was SoftReboot), which keeps the boot id, also
+// systemd's SoftRebootsCount above the count recorded by recordReboot.
+// reboot then runs `bootc upgrade --from-downloaded --apply
+// --soft-reboot=required`; bootc refusing it turns it into a full
+// reboot, recorded with the reason.
+//
+// adoptBoot: bootc finalizes a staged deployment at any clean shutdown,
+// so a reboot Strata did not ask for (another reboot manager, a person)
+// between the stage and the drain boots the desired image without the
+// drain. The daemon recognises it (the image booted, its disruption
+// decided, no reboot recorded) and runs the health gate anyway, with an
+// Event saying so. (A crash or power loss finalizes nothing: the old
+// image boots and the update stages again.) Where bootc can, stage
+// locks the staged deployment (switch --download-only; on 1.16 switch
+// then upgrade --download-only, with a short unlocked window), so that
+// such a reboot boots the current image and the update proceeds; the
+// daemon unlocks it (upgrade --from-downloaded) before its own reboot
+// and after a live apply, and the soft reboot applies it.
 //
 // A config change for the image the node runs takes no drain and no
 // reboot. A node is Done only when nothing is staged but the desired
@@ -51,6 +78,29 @@
 // to its verdict first: complete, or rolled back and failed. Its health
 // check and rollback are never dropped for a newer pair. decide_test.go
 // has one row per line of this table.
+//
+// decide (actDecide) computes what the update costs the node once its
+// image is staged, so that bootc reports the staged deployment's
+// soft-reboot capability: package disruption over the changes between
+// the node's current and the desired rendered config, whether the image
+// changed below its configuration layer (Images: the layer lists of the
+// booted and desired images), and the `cluster` MachineConfiguration's
+// policy (its merged status when it is current, else its spec merged
+// over the defaults, else the defaults). The decision and its reason are
+// recorded in the state file, the disruption annotation and an Event.
+//
+// A Live decision is applied live (applyLive): the node items, the
+// changed /etc paths written as the staged deployment has them (package
+// liveapply, so that the next boot finds no local modification), then
+// the actions in order (package unitaction); no reboot, and a drain only
+// when the policy asks for one. The image stays staged, so any later boot
+// boots it; the node reports the config and the staged image as current
+// and the booted image as bootedImage, so that the pool counts the node
+// updated and image GC spares both. A refused or mismatched live write
+// or a failed action turns the decision into a full reboot, with the
+// reason. A SoftReboot decision drains, then soft-reboots (see above),
+// and is verified as after a reboot: the desired digest booted, the
+// health check, the boot check's handshake.
 //
 // The node's boot check (package bootcheck, in every image Strata builds)
 // rolls the node back when no daemon verifies the boot: recordReboot

@@ -166,12 +166,12 @@ func (h *fakeHost) boot() {
 	h.bootID = newBootID()
 }
 
-type counts struct{ switches, rollbacks, reboots int }
+type counts struct{ switches, rollbacks, reboots, softReboots int }
 
 func (h *fakeHost) counts() counts {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return counts{h.switches, h.rollbacks, h.reboots}
+	return counts{switches: h.switches, rollbacks: h.rollbacks, reboots: h.reboots}
 }
 
 // The crash points of the kill-at-each-step tests are the actions that

@@ -104,3 +104,53 @@ func (c *Commands) CheckHealth(ctx context.Context) error {
 	}
 	return fmt.Errorf("health check %s: %w", c.HealthArgv[0], err)
 }
+
+// SoftRebooter soft-reboots the node into its staged deployment and
+// counts its soft reboots; BootcSoftReboot implements it.
+type SoftRebooter interface {
+	// SoftReboot applies the staged deployment with a soft reboot
+	// (bootc upgrade --from-downloaded --apply --soft-reboot=required);
+	// it fails, rebooting nothing, when the deployment is not capable.
+	SoftReboot(ctx context.Context) error
+	bootc.SoftRebootCounter
+}
+
+// BootcSoftReboot is the SoftRebooter of a real node: bootc and
+// systemctl.
+type BootcSoftReboot struct {
+	Bootc     *bootc.Command
+	Systemctl *bootc.Systemctl
+}
+
+var _ SoftRebooter = (*BootcSoftReboot)(nil)
+
+// SoftReboot runs `bootc upgrade --from-downloaded --apply
+// --soft-reboot=required`: a plain switch of the staged image again
+// would find its specification unchanged and do nothing, while
+// --from-downloaded applies the staged deployment whatever staged it.
+func (b *BootcSoftReboot) SoftReboot(ctx context.Context) error {
+	return b.Bootc.ApplyDownloaded(ctx, bootc.Apply{Reboot: true, SoftReboot: bootc.SoftRebootRequired})
+}
+
+// SoftRebootCount is systemd's SoftRebootsCount.
+func (b *BootcSoftReboot) SoftRebootCount(ctx context.Context) (int, error) {
+	return b.Systemctl.SoftRebootCount(ctx)
+}
+
+// StagingLock stages a deployment that no reboot applies until the
+// daemon unlocks it (bootc's download-only staging, BOOTC.md "Locked
+// staging"); *bootc.Command implements it.
+type StagingLock interface {
+	// Capabilities says which of the options this bootc has.
+	Capabilities(ctx context.Context) (bootc.Capabilities, error)
+	// SwitchWith is `bootc switch` with options (--download-only).
+	SwitchWith(ctx context.Context, image string, o bootc.SwitchOptions) error
+	// LockStaged is `bootc upgrade --download-only`: it locks the staged
+	// deployment.
+	LockStaged(ctx context.Context) error
+	// ApplyDownloaded is `bootc upgrade --from-downloaded`: it unlocks
+	// the staged deployment (and with Apply reboots into it).
+	ApplyDownloaded(ctx context.Context, a bootc.Apply) error
+}
+
+var _ StagingLock = (*bootc.Command)(nil)

@@ -30,7 +30,47 @@ type simHost struct {
 
 	mu                           sync.Mutex
 	switches, rollbacks, reboots int
+	softReboots                  int
 }
+
+// SoftReboot is `bootc upgrade --from-downloaded --apply
+// --soft-reboot=required`, which leaves a soft reboot request for the
+// harness (boot).
+func (h *simHost) SoftReboot(ctx context.Context) error {
+	h.mu.Lock()
+	h.softReboots++
+	h.mu.Unlock()
+	return h.sim.Upgrade(ctx, bootcsim.UpgradeOptions{FromDownloaded: true, Apply: true, SoftReboot: bootc.SoftRebootRequired})
+}
+
+// Capabilities are those of the simulated bootc release.
+func (h *simHost) Capabilities(context.Context) (bootc.Capabilities, error) {
+	v, err := h.sim.BootcVersion()
+	if err != nil {
+		return bootc.Capabilities{}, err
+	}
+	return bootc.Capabilities{SwitchDownloadOnly: v.SwitchDownloadOnly(), UpgradeDownloadOnly: true, SoftReboot: true}, nil
+}
+
+func (h *simHost) SwitchWith(ctx context.Context, image string, o bootc.SwitchOptions) error {
+	h.mu.Lock()
+	h.switches++
+	h.mu.Unlock()
+	_, err := h.sim.Switch(ctx, image, bootcsim.SwitchOptions{Transport: bootc.TransportRegistry, DownloadOnly: o.DownloadOnly,
+		Apply: o.Apply.Reboot, SoftReboot: o.Apply.SoftReboot})
+	return err
+}
+
+func (h *simHost) LockStaged(ctx context.Context) error {
+	return h.sim.Upgrade(ctx, bootcsim.UpgradeOptions{DownloadOnly: true})
+}
+
+func (h *simHost) ApplyDownloaded(ctx context.Context, a bootc.Apply) error {
+	return h.sim.Upgrade(ctx, bootcsim.UpgradeOptions{FromDownloaded: true, Apply: a.Reboot, SoftReboot: a.SoftReboot})
+}
+
+// SoftRebootCount is systemd's SoftRebootsCount of the simulated node.
+func (h *simHost) SoftRebootCount(context.Context) (int, error) { return h.sim.SoftReboots() }
 
 func (h *simHost) Status(ctx context.Context) (*bootc.Host, error) {
 	// Through bootc's JSON, as the daemon reads the real one.
@@ -71,8 +111,20 @@ func (h *simHost) Reboot(context.Context) error {
 
 func (h *simHost) CheckHealth(ctx context.Context) error { return h.sim.Health(ctx) }
 
+// boot performs the reboot requested, a soft one when that is what was
+// asked for.
 func (h *simHost) boot() {
 	h.t.Helper()
+	kind, ok, err := h.sim.RebootRequest()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if ok && kind == bootcsim.RebootSoft {
+		if err := h.sim.SoftReboot(context.Background()); err != nil {
+			h.t.Fatalf("simulated soft reboot: %v", err)
+		}
+		return
+	}
 	if err := h.sim.Reboot(context.Background()); err != nil {
 		h.t.Fatalf("simulated reboot: %v", err)
 	}
@@ -81,7 +133,7 @@ func (h *simHost) boot() {
 func (h *simHost) counts() counts {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return counts{h.switches, h.rollbacks, h.reboots}
+	return counts{h.switches, h.rollbacks, h.reboots, h.softReboots}
 }
 
 // entries are bootc status's staged and booted digests.

@@ -49,6 +49,9 @@ type Record struct {
 	Skipped []string `json:"skipped,omitempty"`
 	// Update is the update past its drain, or the last one that failed.
 	Update *UpdateRecord `json:"update,omitempty"`
+	// Disruption is the decision taken for the latest image update, once
+	// its image was staged.
+	Disruption *DisruptionRecord `json:"disruption,omitempty"`
 }
 
 // UpdateRecord is one update of the node to a desired image and config.
@@ -61,6 +64,11 @@ type UpdateRecord struct {
 	// BootID is the boot the last reboot was asked from; another boot id
 	// means the reboot happened.
 	BootID string `json:"bootID,omitempty"`
+	// Soft is set when the reboot is a soft one (the disruption
+	// decision), which keeps the boot id: SoftReboots, systemd's count
+	// before it, going up means it happened.
+	Soft        bool `json:"soft,omitempty"`
+	SoftReboots int  `json:"softReboots,omitempty"`
 	// VerifyStarted is when the daemon first saw the node booted after
 	// the update's reboot: the health check timeout counts from there,
 	// across restarts of the daemon.

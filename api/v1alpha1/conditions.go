@@ -162,9 +162,15 @@ const (
 	// others): currentConfig, currentImage (from bootc status),
 	// originalImage (the image the node booted before Strata first
 	// changed it: where a pool without a MachineOSConfig goes back to),
-	// state, reason and desiredDrain ("drain-<key>" asks the controller to
+	// state, reason, desiredDrain ("drain-<key>" asks the controller to
 	// cordon and drain the node, "uncordon-<key>" to uncordon it; <key>
-	// names the update, so a request is carried out once).
+	// names the update, so a request is carried out once) and disruption
+	// (what the node's latest image update costs it and why: "<Live,
+	// SoftReboot or Reboot>: <reason>", from the MachineConfiguration's
+	// policy), bootedImage (the image the node booted, set only while it
+	// differs from currentImage: after a live apply currentImage is the
+	// staged image whose configuration the node runs, and the booted one
+	// must stay in the registry too).
 	//
 	// The controller also writes state=Degraded with the reason when a
 	// drain runs past the pool's drainTimeout.
@@ -180,6 +186,8 @@ const (
 	ReasonAnnotation             = Prefix + "reason"
 	DesiredDrainAnnotation       = Prefix + "desiredDrain"
 	LastAppliedDrainAnnotation   = Prefix + "lastAppliedDrain"
+	DisruptionAnnotation         = Prefix + "disruption"
+	BootedImageAnnotation        = Prefix + "bootedImage"
 	// DrainStartedAnnotation records when the controller first cordoned
 	// the node for the current drain request (RFC 3339), so that the
 	// drain timeout survives a restart of the controller.
@@ -215,3 +223,8 @@ const (
 	NodeStateRebooting = "Rebooting"
 	NodeStateDegraded  = "Degraded"
 )
+
+// ConfigLayerCreatedBy starts the history entry (created_by) of the
+// configuration layer that Strata appends to an admin stage: the daemon
+// knows by it that the layers below are the base and the admin stage.
+const ConfigLayerCreatedBy = "strata: configuration of "

@@ -226,13 +226,11 @@ type MachineConfigurationStatus struct {
 // MachineConfiguration holds the cluster's node disruption policy. There
 // is one, named cluster; without it nodes follow the defaults.
 //
-// Not yet in effect: the controller validates the policy and shows the
-// merged one in status, but the daemon does not act on it yet; every
-// update still drains the node and reboots it fully. What follows is the
-// decision the daemon will make (package disruption computes it today).
-//
-// How a node's update is decided. The node compares its current rendered
-// configuration and image with the desired ones:
+// How a node's update is decided. The node's daemon decides once the
+// desired image is staged, and shows the decision and its reason in the
+// node's disruption annotation, an Event and `stratactl status`. It
+// compares its current rendered configuration and image with the desired
+// ones:
 //
 //   - A full reboot, always: a new base image, a new admin stage (the
 //     MachineOSConfig's containerFile), a changed kernelType, extensions,
@@ -270,6 +268,16 @@ type MachineConfigurationStatus struct {
 // each pull), and for SSH keys. CRI-O reads the containers files only
 // when it starts or reloads: on CRI-O nodes add Reload crio.service for
 // them, as OpenShift's defaults do.
+//
+// What the daemon does with the decision: a live one (no reboot) writes
+// the changed /etc files exactly as the new image has them and runs the
+// actions, with the new image staged for the next boot; the node then
+// reports the new configuration and image as current and the image it
+// booted in its bootedImage annotation. A live apply that fails (a write
+// refused, an action that fails) takes a full reboot instead, saying why.
+// A soft reboot decision drains the node, soft-reboots it and checks its
+// health as after a reboot; bootc refusing the soft reboot takes a full
+// one instead.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

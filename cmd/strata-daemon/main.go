@@ -21,11 +21,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/strata-dev/strata/internal/registry"
 	"github.com/strata-dev/strata/internal/scheme"
 	"github.com/strata-dev/strata/internal/version"
 	"github.com/strata-dev/strata/rollout"
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/rollout/hostfs"
+	"github.com/strata-dev/strata/rollout/unitaction"
 )
 
 type options struct {
@@ -41,6 +43,8 @@ type options struct {
 	stateDir      string
 	resync        time.Duration
 	metricsAddr   string
+	insecure      []string
+	systemctl     string
 	zap           zap.Options
 }
 
@@ -81,6 +85,8 @@ which survives reboots.`,
 	f.StringVar(&o.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding the id of the running boot")
 	f.StringVar(&o.stateDir, "state-dir", "", "directory of the daemon's state file (default <host-root>/var/lib/strata)")
 	f.DurationVar(&o.resync, "resync-period", rollout.DefaultResync, "how often to sync without a Node event")
+	f.StringSliceVar(&o.insecure, "insecure-registry", nil, "registry host[:port] read over plain HTTP when the daemon reads image manifests for its disruption decision (repeatable; bootc has its own registries.conf)")
+	f.StringVar(&o.systemctl, "systemctl-command", "nsenter --target 1 --mount --pid -- systemctl", "systemctl command, split at white space, for the actions of a live apply (daemon-reload, reload, restart)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address the Prometheus metrics endpoint binds to; 0 disables it")
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.zap.BindFlags(zfs)
@@ -107,6 +113,10 @@ func run(o options) error {
 		return errors.New("--bootc-*-timeout must be positive")
 	}
 	bc.Timeouts = o.bootcTimeouts
+	systemctl := strings.Fields(o.systemctl)
+	if len(systemctl) == 0 {
+		return errors.New("--systemctl-command is empty")
+	}
 	reboot := strings.Fields(o.rebootCommand)
 	if len(reboot) == 0 {
 		return errors.New("--reboot-command is empty")
@@ -140,6 +150,13 @@ func run(o options) error {
 		Root:      root,
 		StateDir:  o.stateDir,
 		Bootc:     bc,
+		Images: &rollout.RegistryImages{
+			Registry: registry.Client{Insecure: o.insecure},
+			AuthFile: filepath.Join(o.hostRoot, rollout.AuthFile),
+		},
+		Units: &unitaction.Systemd{Systemctl: systemctl},
+		Soft:  &rollout.BootcSoftReboot{Bootc: bc, Systemctl: &bootc.Systemctl{Argv: systemctl}},
+		Lock:  bc,
 		Machine: &rollout.Commands{
 			BootIDFile: o.bootIDFile,
 			RebootArgv: reboot,

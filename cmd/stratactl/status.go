@@ -56,7 +56,9 @@ name order:
   - one indented line per node of the pool (the nodes the rollout
     controller assigned to it and the nodes its nodeSelector selects): the
     daemon's state, the image the node runs and the image it is sent to
-    ("=" when they are the same), and the daemon's reason.
+    ("=" when they are the same), the daemon's reason, and what the node's
+    latest image update costs it and why (Live, SoftReboot or Reboot, as
+    the daemon decided from the MachineConfiguration's disruption policy).
 
 With --watch, the table is printed again whenever a pool, node,
 MachineOSConfig or MachineOSBuild changes, until interrupted.
@@ -296,7 +298,7 @@ func renderStatus(w io.Writer, s statusSnapshot, only []string) error {
 				continue
 			}
 			if nodeCount[i] == 0 {
-				nodeTable.row("  NODE", "STATE", "CURRENT IMAGE", "DESIRED IMAGE", "REASON")
+				nodeTable.row("  NODE", "STATE", "CURRENT IMAGE", "DESIRED IMAGE", "REASON", "DISRUPTION")
 			}
 			nodeCount[i]++
 			a := n.Annotations
@@ -306,7 +308,7 @@ func renderStatus(w io.Writer, s statusSnapshot, only []string) error {
 				desiredCell = "="
 			}
 			nodeTable.row("  "+n.Name, orDash(a[v1alpha1.StateAnnotation]), shortImage(current), desiredCell,
-				orDash(oneLine(a[v1alpha1.ReasonAnnotation])))
+				orDash(oneLine(a[v1alpha1.ReasonAnnotation])), orDash(oneLine(a[v1alpha1.DisruptionAnnotation])))
 		}
 	}
 	poolLines, err := poolTable.lines()

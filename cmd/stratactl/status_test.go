@@ -117,6 +117,8 @@ func statusFixture() statusSnapshot {
 			Status: v1alpha1.MachineOSBuildStatus{Conditions: conds},
 		}
 	}
+	workerB := node("worker-b", "worker", nil, v1alpha1.NodeStateWorking, imgBase, imgNew, "Pulling\tthe image\nstep 2 of 5")
+	workerB.Annotations[v1alpha1.DisruptionAnnotation] = "SoftReboot: file /etc/chrony.conf changed, no policy names it: a soft reboot (the default)"
 	return statusSnapshot{
 		// Out of order on purpose: the table sorts.
 		Pools: []v1alpha1.MachineConfigPool{worker, infra, empty},
@@ -133,7 +135,7 @@ func statusFixture() statusSnapshot {
 				cond(v1alpha1.BuildFailed, metav1.ConditionTrue, v1alpha1.ReasonBuildFailed, "failed")),
 		},
 		Nodes: []corev1.Node{
-			node("worker-b", "worker", nil, v1alpha1.NodeStateWorking, imgBase, imgNew, "Pulling\tthe image\nstep 2 of 5"),
+			workerB,
 			node("worker-a", "worker", nil, v1alpha1.NodeStateDone, imgNew, imgNew, ""),
 			// Selected by the pool's nodeSelector, not yet assigned.
 			node("worker-c", "", map[string]string{"node-role.kubernetes.io/worker": ""}, "", "", "", ""),
@@ -156,13 +158,13 @@ func TestRenderStatus(t *testing.T) {
 edge    -                     -                -                           -                                                   0/0      0         false   -                                      Unknown
   (no nodes)
 infra   rendered-infra-9e1d   infra-os         infra-os-2 (Failed)         registry.example.com/strata/os@sha256:111111111111  0/1      1         true    closed until Sat 2026-11-28 01:00 UTC  Degraded: ImageBuildDegraded: build infra-os-2 failed at Build; NodeDegraded: node infra-0: bootc switch failed
-  NODE      STATE     CURRENT IMAGE                                       DESIRED IMAGE                                       REASON
-  infra-0   Degraded  registry.example.com/strata/os@sha256:111111111111  =                                                   bootc switch failed: exit status 1
+  NODE      STATE     CURRENT IMAGE                                       DESIRED IMAGE                                       REASON                              DISRUPTION
+  infra-0   Degraded  registry.example.com/strata/os@sha256:111111111111  =                                                   bootc switch failed: exit status 1  -
 worker  rendered-worker-5f3c  worker-os        worker-os-7c1d (Succeeded)  registry.example.com/strata/os@sha256:aaaaaaaaaaaa  1/2      0         false   open until Fri 2026-11-27 02:00 CET    Updating: 1 of 2 nodes run rendered-worker-5f3c (registry.example.com/strata/os@sha256:aaaaaaaaaaaa)
-  NODE      STATE     CURRENT IMAGE                                       DESIRED IMAGE                                       REASON
-  worker-a  Done      registry.example.com/strata/os@sha256:aaaaaaaaaaaa  =                                                   -
-  worker-b  Working   quay.io/fedora/fedora-bootc@sha256:cccccccccccc     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  Pulling the image …
-  worker-c  -         -                                                   -                                                   -
+  NODE      STATE     CURRENT IMAGE                                       DESIRED IMAGE                                       REASON                              DISRUPTION
+  worker-a  Done      registry.example.com/strata/os@sha256:aaaaaaaaaaaa  =                                                   -                                   -
+  worker-b  Working   quay.io/fedora/fedora-bootc@sha256:cccccccccccc     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  Pulling the image …                 SoftReboot: file /etc/chrony.conf changed, no policy names it: a soft reboot (the default)
+  worker-c  -         -                                                   -                                                   -                                   -
 `,
 	}, {
 		name: "one pool, one missing",
@@ -170,10 +172,10 @@ worker  rendered-worker-5f3c  worker-os        worker-os-7c1d (Succeeded)  regis
 		only: []string{"worker", "gpu"},
 		want: `POOL    CONFIG                MACHINEOSCONFIG  BUILD                       IMAGE                                               UPDATED  DEGRADED  PAUSED  WINDOW                               STATUS
 worker  rendered-worker-5f3c  worker-os        worker-os-7c1d (Succeeded)  registry.example.com/strata/os@sha256:aaaaaaaaaaaa  1/2      0         false   open until Fri 2026-11-27 02:00 CET  Updating: 1 of 2 nodes run rendered-worker-5f3c (registry.example.com/strata/os@sha256:aaaaaaaaaaaa)
-  NODE      STATE    CURRENT IMAGE                                       DESIRED IMAGE                                       REASON
-  worker-a  Done     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  =                                                   -
-  worker-b  Working  quay.io/fedora/fedora-bootc@sha256:cccccccccccc     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  Pulling the image …
-  worker-c  -        -                                                   -                                                   -
+  NODE      STATE    CURRENT IMAGE                                       DESIRED IMAGE                                       REASON               DISRUPTION
+  worker-a  Done     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  =                                                   -                    -
+  worker-b  Working  quay.io/fedora/fedora-bootc@sha256:cccccccccccc     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  Pulling the image …  SoftReboot: file /etc/chrony.conf changed, no policy names it: a soft reboot (the default)
+  worker-c  -        -                                                   -                                                   -                    -
 no MachineConfigPool named gpu
 `,
 	}, {
@@ -316,8 +318,8 @@ func TestStatusCommand(t *testing.T) {
 	wantLines := []string{
 		"POOL    CONFIG                MACHINEOSCONFIG  BUILD                       IMAGE                                               UPDATED  DEGRADED  PAUSED  WINDOW                               STATUS\n",
 		"worker  rendered-worker-5f3c  worker-os        worker-os-7c1d (Succeeded)  registry.example.com/strata/os@sha256:aaaaaaaaaaaa  1/2      0         false   open until Fri 2026-11-27 02:00 CET  Updating: 1 of 2 nodes run rendered-worker-5f3c (registry.example.com/strata/os@sha256:aaaaaaaaaaaa)\n",
-		"  worker-a  Done     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  =                                                   -\n",
-		"  worker-b  Working  quay.io/fedora/fedora-bootc@sha256:cccccccccccc     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  Pulling the image …\n",
+		"  worker-a  Done     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  =                                                   -                    -\n",
+		"  worker-b  Working  quay.io/fedora/fedora-bootc@sha256:cccccccccccc     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  Pulling the image …  SoftReboot: file /etc/chrony.conf changed, no policy names it: a soft reboot (the default)\n",
 	}
 
 	t.Run("once", func(t *testing.T) {

@@ -191,10 +191,12 @@ func secretsOf(o client.Object) []string {
 
 // imagesOfNode are the images a node runs, is to run, or booted before
 // Strata first changed it (originalImage, where the node goes back when
-// its pool stops being layered, which may be an image Strata built).
+// its pool stops being layered, which may be an image Strata built), and
+// the image it booted when a live apply made the staged one current
+// (bootedImage).
 func imagesOfNode(o client.Object) []string {
 	var images []string
-	for _, a := range []string{v1alpha1.CurrentImageAnnotation, v1alpha1.DesiredImageAnnotation, v1alpha1.OriginalImageAnnotation} {
+	for _, a := range []string{v1alpha1.CurrentImageAnnotation, v1alpha1.DesiredImageAnnotation, v1alpha1.OriginalImageAnnotation, v1alpha1.BootedImageAnnotation} {
 		if v := o.GetAnnotations()[a]; v != "" {
 			images = append(images, v)
 		}

@@ -99,6 +99,12 @@ func (c *Cluster) daemonArgs(nd *node) []string {
 		"--health-check-command", sim + " sim health",
 		"--boot-id-file", filepath.Join(nd.root, bootIDFile),
 	}
+	// The simulated systemctl, for a live apply's actions; without it the
+	// daemon's default (nsenter into PID 1) fails them, and a live apply
+	// with actions falls back to a reboot.
+	if systemctl, err := c.Systemctl(); err == nil {
+		args = append(args, "--systemctl-command", systemctl)
+	}
 	return append(args, c.cfg.DaemonArgs...)
 }
 

@@ -1,0 +1,252 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/disruption"
+	"github.com/strata-dev/strata/rollout/bootc"
+	"github.com/strata-dev/strata/rollout/liveapply"
+	"github.com/strata-dev/strata/rollout/unitaction"
+)
+
+// Images reads what an image is made of, for the decision: whether two
+// images differ below Strata's configuration layer (a new base image or
+// admin stage). *RegistryImages implements it.
+type Images interface {
+	// BelowConfigLayer names everything of image below its
+	// configuration layer (the base and the admin stage), or returns ""
+	// when image does not end in a configuration layer Strata appended.
+	BelowConfigLayer(ctx context.Context, image string) (string, error)
+}
+
+// DisruptionRecord is the decision taken for one update: how much it
+// disrupts the node, and why.
+type DisruptionRecord struct {
+	// Key names the update: UpdateKey(image, config).
+	Key  string          `json:"key"`
+	Kind disruption.Kind `json:"kind"`
+	// Drain is set when the node is drained first.
+	Drain bool `json:"drain,omitempty"`
+	// Actions are the live actions, in the order they run.
+	Actions []DisruptionAction `json:"actions,omitempty"`
+	// Paths are the image paths a live apply writes.
+	Paths  []string `json:"paths,omitempty"`
+	Reason string   `json:"reason"`
+}
+
+// DisruptionAction is a disruption.Action in the state file.
+type DisruptionAction struct {
+	Type    v1alpha1.NodeDisruptionPolicyActionType `json:"type"`
+	Service string                                  `json:"service,omitempty"`
+}
+
+// summary is the decision as the disruption annotation and the Event say
+// it.
+func (r *DisruptionRecord) summary() string {
+	return clip(string(r.Kind) + ": " + r.Reason)
+}
+
+// clusterPolicy is the disruption policy nodes follow: the `cluster`
+// MachineConfiguration's merged status when it describes the current
+// spec, else its spec merged over the defaults here (the same function
+// its controller runs), else the defaults.
+func (d *Daemon) clusterPolicy(ctx context.Context) (v1alpha1.NodeDisruptionPolicyClusterStatus, error) {
+	var mc v1alpha1.MachineConfiguration
+	err := d.reader().Get(ctx, types.NamespacedName{Name: v1alpha1.MachineConfigurationName}, &mc)
+	switch {
+	case apierrors.IsNotFound(err):
+		return disruption.Defaults(), nil
+	case err != nil:
+		return v1alpha1.NodeDisruptionPolicyClusterStatus{}, fmt.Errorf("get MachineConfiguration %s: %w", v1alpha1.MachineConfigurationName, err)
+	case mc.Status.ObservedGeneration == mc.Generation:
+		return mc.Status.NodeDisruptionPolicyStatus.ClusterPolicies, nil
+	}
+	return disruption.Merge(disruption.Defaults(), mc.Spec.NodeDisruptionPolicy), nil
+}
+
+// imageChanged says whether the desired image differs from the booted one
+// below the configuration layer; when it cannot tell, it says so, and the
+// update takes a full reboot.
+func (d *Daemon) imageChanged(ctx context.Context, s *scope, image string) (bool, string) {
+	booted := s.host.Status.Booted.PullSpec()
+	if d.Images == nil {
+		return true, "the daemon reads no images"
+	}
+	a, err := d.Images.BelowConfigLayer(ctx, booted)
+	if err != nil {
+		return true, fmt.Sprintf("could not read the booted image %s: %v", booted, err)
+	}
+	b, err := d.Images.BelowConfigLayer(ctx, image)
+	if err != nil {
+		return true, fmt.Sprintf("could not read the desired image %s: %v", image, err)
+	}
+	switch {
+	case a == "":
+		return true, "the booted image " + booted + " does not end in a Strata configuration layer"
+	case b == "":
+		return true, "the desired image " + image + " does not end in a Strata configuration layer"
+	}
+	return a != b, ""
+}
+
+// decideDisruption decides what the update to (image, config) costs the
+// node, once its image is staged (bootc reports the staged deployment's
+// soft-reboot capability), and records it in the state file, the
+// disruption annotation and an Event.
+func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, key string) error {
+	policy, err := d.clusterPolicy(ctx)
+	if err != nil {
+		return err
+	}
+	in := disruption.Input{Policy: policy}
+	// The status this sync started from predates the stage.
+	host, err := d.Bootc.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if staged := host.Status.Staged; staged != nil && staged.Digest() == bootc.DigestOf(image) {
+		in.SoftRebootCapable = staged.SoftRebootCapable
+	}
+	changed, why := d.imageChanged(ctx, s, image)
+	in.ImageChanged = changed
+	unknown := "the node's current config is not recorded"
+	if current := s.rec.CurrentConfig; current != "" {
+		in.Changes, unknown = d.compareConfigs(ctx, current, config)
+	}
+	dec := disruption.Decide(in)
+	if dec.Kind == disruption.SoftReboot && d.Soft == nil {
+		dec.Kind, dec.Reason = disruption.Reboot, dec.Reason+"; this daemon cannot soft-reboot: a full reboot instead"
+	}
+	switch {
+	case in.Changes == nil:
+		dec.Reason += " (" + unknown + ")"
+	case why != "":
+		dec.Reason += " (" + why + ")"
+	}
+	rec := &DisruptionRecord{Key: key, Kind: dec.Kind, Drain: dec.Drain, Reason: dec.Reason}
+	for _, a := range dec.Actions {
+		rec.Actions = append(rec.Actions, DisruptionAction{Type: a.Type, Service: a.Service})
+	}
+	if dec.Kind == disruption.Live {
+		rec.Paths = in.Changes.Paths
+	}
+	s.rec.Disruption = rec
+	if err := SaveRecord(d.StateDir, s.rec); err != nil {
+		return err
+	}
+	s.log.Info("Decided the update's disruption", "kind", rec.Kind, "reason", rec.Reason)
+	d.event(s, corev1.EventTypeNormal, "Disruption", "Decide", "%s", rec.summary())
+	s.report(v1alpha1.DisruptionAnnotation, rec.summary())
+	return nil
+}
+
+// compareConfigs compares two rendered configs by name; when either
+// cannot be read or compared it returns nil changes (a full reboot) and
+// why.
+func (d *Daemon) compareConfigs(ctx context.Context, current, desired string) (*disruption.Changes, string) {
+	var specs [2]*v1alpha1.MachineConfigSpec
+	for i, name := range []string{current, desired} {
+		if name == "" {
+			continue
+		}
+		var mc v1alpha1.MachineConfig
+		if err := d.reader().Get(ctx, types.NamespacedName{Name: name}, &mc); err != nil {
+			return nil, fmt.Sprintf("could not read rendered config %s: %v", name, err)
+		}
+		specs[i] = &mc.Spec
+	}
+	c, err := disruption.Compare(specs[0], specs[1])
+	if err != nil {
+		return nil, strings.TrimSpace("could not compare the configs: " + err.Error())
+	}
+	return c, ""
+}
+
+// applyLive applies a Live decision: the node items, the changed /etc
+// paths exactly as the staged deployment has them (package liveapply),
+// then the actions in order. The staged image stays staged, so that any
+// later boot boots it with the same /etc. The update is then recorded as
+// current: its config runs, its image is staged. A refusal, a mismatch
+// or a failed action falls back to a full reboot, saying why.
+func (d *Daemon) applyLive(ctx context.Context, s *scope, image, config string) error {
+	rec := s.rec.Disruption
+	fallback := func(why string) error {
+		rec.Kind, rec.Drain, rec.Actions, rec.Paths = disruption.Reboot, true, nil, nil
+		rec.Reason = clip(rec.Reason + "; " + why + ": a full reboot instead")
+		if err := SaveRecord(d.StateDir, s.rec); err != nil {
+			return err
+		}
+		s.log.Info("The live apply failed: falling back to a full reboot", "reason", rec.Reason)
+		d.event(s, corev1.EventTypeWarning, "Disruption", "LiveApply", "%s", rec.summary())
+		s.report(v1alpha1.DisruptionAnnotation, rec.summary())
+		return nil
+	}
+	host, err := d.Bootc.Status(ctx)
+	if err != nil {
+		return err
+	}
+	staged := host.Status.Staged
+	if staged == nil || staged.Digest() != bootc.DigestOf(image) || staged.Ostree == nil {
+		return fallback("bootc status shows no ostree deployment of the image staged")
+	}
+	if len(rec.Actions) > 0 && d.Units == nil {
+		return fallback("the daemon has no systemctl to run " + actionNames(rec.Actions))
+	}
+	skipped, err := d.writeItems(s)
+	if err != nil {
+		return err
+	}
+	deployment := liveapply.DeploymentDir(staged.Ostree.Stateroot, staged.Ostree.Checksum, staged.Ostree.DeploySerial)
+	changes, err := liveapply.ApplyAndVerify(d.Root, deployment, rec.Paths)
+	var refused *liveapply.RefusedError
+	var mismatch *liveapply.MismatchError
+	switch {
+	case errors.As(err, &refused), errors.As(err, &mismatch):
+		return fallback("the live apply was refused: " + err.Error())
+	case err != nil:
+		return fmt.Errorf("live apply: %w", err)
+	}
+	for _, c := range changes {
+		s.log.Info("Wrote live", "path", c.Path, "change", c.Action)
+	}
+	if len(rec.Actions) > 0 {
+		actions := make([]unitaction.Action, 0, len(rec.Actions))
+		for _, a := range rec.Actions {
+			actions = append(actions, unitaction.Action{Kind: unitaction.Kind(a.Type), Unit: a.Service})
+		}
+		if err := d.Units.Run(ctx, actions); err != nil {
+			return fallback("an action failed: " + err.Error())
+		}
+	}
+	// Any later boot must boot the image whose /etc now runs.
+	if err := d.unlock(ctx, s); err != nil {
+		return err
+	}
+	s.rec.CurrentConfig, s.rec.CurrentImage, s.rec.Skipped, s.rec.Update = config, image, skipped, nil
+	if err := SaveRecord(d.StateDir, s.rec); err != nil {
+		return err
+	}
+	s.log.Info("Applied the update live", "paths", len(rec.Paths), "actions", actionNames(rec.Actions))
+	d.event(s, corev1.EventTypeNormal, "Updated", "LiveApply", "Applied config %s live (%d paths, actions: %s); image %s is staged for the next boot",
+		config, len(rec.Paths), actionNames(rec.Actions), image)
+	return nil
+}
+
+func actionNames(as []DisruptionAction) string {
+	if len(as) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(as))
+	for _, a := range as {
+		names = append(names, disruption.Action{Type: a.Type, Service: a.Service}.String())
+	}
+	return strings.Join(names, ", ")
+}
