@@ -69,7 +69,7 @@ func TestKillDaemonKillsItsProcessGroup(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := &Cluster{
-		cfg:     Config{Daemon: daemon, BootcSim: "/bin/true", Timeout: 10 * time.Second, PollInterval: 10 * time.Millisecond},
+		cfg:     Config{Daemon: daemon, BootcSim: "/bin/true", Dir: dir, Timeout: 10 * time.Second, PollInterval: 10 * time.Millisecond},
 		log:     &syncWriter{w: &bytes.Buffer{}},
 		spawner: newSpawner(),
 		ctx:     ctx,
