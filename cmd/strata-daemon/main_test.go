@@ -29,9 +29,15 @@ import (
 // fakeBootc is a stand-in bootc with its state in files of $FAKE_BOOTC:
 // booted and staged pull specs, and a log of the commands that change
 // something. The daemon's children inherit the variable, as bootc-sim's
-// BOOTC_SIM_ROOT is inherited in the e2e.
+// BOOTC_SIM_ROOT is inherited in the e2e. Its help lists no
+// --download-only, as a bootc before 1.12 would: the daemon then stages
+// with a plain switch.
 const fakeBootc = `#!/bin/sh
 d="$FAKE_BOOTC"
+if [ "$2" = "--help" ]; then
+	printf 'Usage: bootc %s [OPTIONS]\n\nOptions:\n      --transport <TRANSPORT>\n          The transport\n\n  -h, --help\n          Print help\n' "$1"
+	exit 0
+fi
 entry() {
 	if [ -z "$1" ]; then echo null; return; fi
 	printf '{"image":{"image":{"image":"%s","transport":"registry"},"imageDigest":"%s","architecture":"amd64"},"incompatible":false,"pinned":false}' "$1" "${1#*@}"
