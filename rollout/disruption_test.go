@@ -20,7 +20,6 @@ import (
 	"github.com/strata-dev/strata/disruption"
 	"github.com/strata-dev/strata/internal/registry"
 	"github.com/strata-dev/strata/rollout/bootc"
-	"github.com/strata-dev/strata/rollout/hostfs"
 	"github.com/strata-dev/strata/rollout/unitaction"
 	"github.com/strata-dev/strata/test/bootcsim"
 	"github.com/strata-dev/strata/test/testregistry"
@@ -63,26 +62,7 @@ func newLayeredSim(t *testing.T) *layeredSim {
 	r := newRig(t)
 	l := &layeredSim{rig: r, reg: reg}
 	one := l.image("one", nil, map[string]string{"etc/chrony.conf": "a\n"})
-	r.dir = filepath.Join(t.TempDir(), "node")
-	t.Cleanup(func() {
-		if err := bootcsim.Cleanup(r.dir); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	sim, err := bootcsim.New(r.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Init(r.ctx, one); err != nil {
-		t.Fatal(err)
-	}
-	root, err := hostfs.Open(r.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	r.root, r.sim = root, &simHost{t: t, sim: sim}
-	r.d = r.newDaemon()
+	r.bootSimulator(one)
 	configA := l.etcConfig("a", nil)
 	r.desire(one, configA)
 	r.converge()

@@ -161,26 +161,7 @@ func newSimRig(t *testing.T) (r *rig, one, two string) {
 	one, two = push("one", "1"), push("two", "2")
 
 	r = newRig(t)
-	r.dir = filepath.Join(t.TempDir(), "node")
-	t.Cleanup(func() {
-		if err := bootcsim.Cleanup(r.dir); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	sim, err := bootcsim.New(r.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Init(r.ctx, one); err != nil {
-		t.Fatal(err)
-	}
-	root, err := hostfs.Open(r.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	r.root, r.sim = root, &simHost{t: t, sim: sim}
-	r.d = r.newDaemon()
+	r.bootSimulator(one)
 	return r, one, two
 }
 
@@ -268,4 +249,32 @@ func TestChangedWhileVerifyingOnTheSimulator(t *testing.T) {
 	if got := r.marker(); got != "two" {
 		t.Errorf("marker %q: the new pair's config was not applied after the verdict", got)
 	}
+}
+
+// bootSimulator gives the rig a node on the bootc simulator, a real
+// ostree sysroot in a temporary directory booted from image, and a
+// daemon on it.
+func (r *rig) bootSimulator(image string) {
+	t := r.t
+	t.Helper()
+	r.dir = filepath.Join(t.TempDir(), "node")
+	t.Cleanup(func() {
+		if err := bootcsim.Cleanup(r.dir); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	sim, err := bootcsim.New(r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Init(r.ctx, image); err != nil {
+		t.Fatal(err)
+	}
+	root, err := hostfs.Open(r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	r.root, r.sim = root, &simHost{t: t, sim: sim}
+	r.d = r.newDaemon()
 }
