@@ -95,10 +95,13 @@ var (
 	}, []string{"result"})
 )
 
+// collectors are every metric of this package.
+var collectors = []prometheus.Collector{PoolNodes, PoolUpdatedNodes, PoolDegraded, PoolGateHeld, PoolGateHolds,
+	NodeUpdatePhaseDuration, NodeUpdates, NodeRollbacks, Drains,
+	BuildDuration, BuildStageDuration, Builds}
+
 func init() {
-	crmetrics.Registry.MustRegister(PoolNodes, PoolUpdatedNodes, PoolDegraded, PoolGateHeld, PoolGateHolds,
-		NodeUpdatePhaseDuration, NodeUpdates, NodeRollbacks, Drains,
-		BuildDuration, BuildStageDuration, Builds)
+	crmetrics.Registry.MustRegister(collectors...)
 }
 
 // NodeStates are the values of the state label of strata_pool_nodes, each
@@ -112,6 +115,9 @@ func SetPoolNodes(pool string, byState map[string]int, updated int) {
 		PoolNodes.WithLabelValues(pool, s).Set(float64(byState[s]))
 	}
 	PoolUpdatedNodes.WithLabelValues(pool).Set(float64(updated))
+	// Counters the alerts read with increase(): served from 0, so that
+	// the first rollback is an increase and not a new series.
+	NodeRollbacks.WithLabelValues(pool)
 }
 
 // SetPoolDegraded sets strata_pool_degraded for one of the pool's
