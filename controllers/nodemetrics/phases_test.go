@@ -23,12 +23,14 @@ const (
 var key1 = v1alpha1.UpdateKey(img1, cfg1)
 
 // Shorthands for the protocol's writes.
-func take(at int) change {
-	return change{at, map[string]string{"desiredConfig": cfg1, "desiredImage": img1}}
+func take() change {
+	return change{0, map[string]string{"desiredConfig": cfg1, "desiredImage": img1}}
 }
 func state(at int, s string) change { return change{at, map[string]string{"state": s}} }
-func askDrain(at int) change         { return change{at, map[string]string{"desiredDrain": "drain-" + key1}} }
-func drained(at int) change          { return change{at, map[string]string{"lastAppliedDrain": "drain-" + key1}} }
+func askDrain(at int) change        { return change{at, map[string]string{"desiredDrain": "drain-" + key1}} }
+func drained(at int) change {
+	return change{at, map[string]string{"lastAppliedDrain": "drain-" + key1}}
+}
 func decided(at int, kind string) change {
 	return change{at, map[string]string{"disruption": kind + ": because"}}
 }
@@ -121,54 +123,54 @@ func TestStep(t *testing.T) {
 		want    []string
 	}{{
 		name: "full reboot, healthy at once",
-		changes: []change{take(0), state(1, "Working"), decided(20, "Reboot"), askDrain(20), drained(50),
+		changes: []change{take(), state(1, "Working"), decided(20, "Reboot"), askDrain(20), drained(50),
 			state(55, "Rebooting"), finished(115)},
 		want: []string{"stage 20s", "drain Succeeded", "drain 30s", "apply 5s", "reboot 60s", "total 115s", "update full Done"},
 	}, {
 		name: "soft reboot, then waiting for health",
-		changes: []change{take(0), state(2, "Working"), decided(10, "SoftReboot"), askDrain(10), drained(12),
+		changes: []change{take(), state(2, "Working"), decided(10, "SoftReboot"), askDrain(10), drained(12),
 			state(13, "Rebooting"), state(33, "Working"), finished(93)},
 		want: []string{"stage 10s", "drain Succeeded", "drain 2s", "apply 1s", "reboot 20s", "verify 60s", "total 93s", "update soft Done"},
 	}, {
 		name:    "live apply without a drain",
-		changes: []change{take(0), state(1, "Working"), decided(8, "Live"), finished(9)},
+		changes: []change{take(), state(1, "Working"), decided(8, "Live"), finished(9)},
 		want:    []string{"stage 9s", "total 9s", "update none Done"},
 	}, {
 		name:    "live apply after a drain",
-		changes: []change{take(0), state(1, "Working"), decided(8, "Live"), askDrain(8), drained(18), finished(21)},
+		changes: []change{take(), state(1, "Working"), decided(8, "Live"), askDrain(8), drained(18), finished(21)},
 		want:    []string{"stage 8s", "drain Succeeded", "drain 10s", "apply 3s", "total 21s", "update none Done"},
 	}, {
 		name: "unhealthy: rolled back by the daemon",
-		changes: []change{take(0), state(1, "Working"), decided(10, "Reboot"), askDrain(10), drained(20),
+		changes: []change{take(), state(1, "Working"), decided(10, "Reboot"), askDrain(10), drained(20),
 			state(21, "Rebooting"), state(81, "Working"), state(681, "Rebooting"), failed(741)},
 		want: []string{"stage 10s", "drain Succeeded", "drain 10s", "apply 1s", "reboot 60s", "verify 600s",
 			"reboot 60s", "total 741s", "update full Degraded", "rollback"},
 	}, {
 		name: "the image did not boot: rolled back by the boot check",
-		changes: []change{take(0), decided(10, "Reboot"), askDrain(10), drained(20),
+		changes: []change{take(), decided(10, "Reboot"), askDrain(10), drained(20),
 			state(21, "Rebooting"), failed(200)},
 		want: []string{"stage 10s", "drain Succeeded", "drain 10s", "apply 1s", "reboot 179s", "total 200s", "update full Degraded", "rollback"},
 	}, {
 		name: "drain timed out: Degraded, no rollback, reported once",
-		changes: []change{take(0), decided(10, "Reboot"), askDrain(10), state(610, "Degraded"),
-			change{620, map[string]string{"state": "Degraded"}}},
+		changes: []change{take(), decided(10, "Reboot"), askDrain(10), state(610, "Degraded"),
+			{620, map[string]string{"state": "Degraded"}}},
 		want: []string{"stage 10s", "drain TimedOut", "drain 600s", "total 610s", "update none Degraded"},
 	}, {
 		name:    "drain asked and done in one change",
-		changes: []change{take(0), change{10, map[string]string{"desiredDrain": "drain-" + key1, "lastAppliedDrain": "drain-" + key1}}, finished(15)},
+		changes: []change{take(), {10, map[string]string{"desiredDrain": "drain-" + key1, "lastAppliedDrain": "drain-" + key1}}, finished(15)},
 		want:    []string{"drain Succeeded", "stage 10s", "drain 0s", "apply 5s", "total 15s", "update none Done"},
 	}, {
 		name:    "config change for the running image",
-		changes: []change{change{0, map[string]string{"desiredConfig": cfg1}}, change{3, map[string]string{"currentConfig": cfg1}}},
+		changes: []change{{0, map[string]string{"desiredConfig": cfg1}}, {3, map[string]string{"currentConfig": cfg1}}},
 		want:    []string{"stage 3s", "total 3s", "update none Done"},
 	}, {
 		name: "superseded by a newer pair: the old update is not counted",
-		changes: []change{take(0), askDrain(5),
-			change{6, map[string]string{"desiredConfig": "rendered-p-2"}}, change{16, map[string]string{"currentConfig": "rendered-p-2", "currentImage": img1}}},
+		changes: []change{take(), askDrain(5),
+			{6, map[string]string{"desiredConfig": "rendered-p-2"}}, {16, map[string]string{"currentConfig": "rendered-p-2", "currentImage": img1}}},
 		want: []string{"stage 5s", "stage 10s", "total 10s", "update none Done"},
 	}, {
 		name:    "desired set back to what the node runs: nothing to time",
-		changes: []change{take(0), change{1, map[string]string{"desiredConfig": cfg0, "desiredImage": img0}}},
+		changes: []change{take(), {1, map[string]string{"desiredConfig": cfg0, "desiredImage": img0}}},
 		want:    nil,
 	}, {
 		name:    "seen first while rebooting: the reboot counts for a rollback, nothing is timed",

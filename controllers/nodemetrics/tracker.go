@@ -20,6 +20,17 @@ type Tracker struct {
 
 	mu    sync.Mutex
 	nodes map[string]*track
+	// synced tells whether the handler has seen the informer's initial
+	// list; nil until it is registered.
+	synced func() bool
+}
+
+// Synced tells whether the tracker follows every node: it runs and has
+// seen each node once. An update that starts after it is timed.
+func (t *Tracker) Synced() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.synced != nil && t.synced()
 }
 
 // SetupWithManager adds the tracker to the manager: it runs on the
@@ -73,6 +84,9 @@ func (r *runnable) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("watch nodes for the update metrics: %w", err)
 	}
+	r.t.mu.Lock()
+	r.t.synced = reg.HasSynced
+	r.t.mu.Unlock()
 	<-ctx.Done()
 	return inf.RemoveEventHandler(reg)
 }
