@@ -22,7 +22,8 @@
 // An update ends Done (current pair = desired pair, state Done) or
 // Degraded; a newer desired pair abandons it unobserved. Its reboot kind
 // is that of its first Rebooting report: soft when the disruption
-// annotation then says SoftReboot, else full; none without a reboot. An
+// annotation then says SoftReboot (and still does at the end: a soft
+// reboot bootc refused is a full one), else full; none without a reboot. An
 // update that ends Degraded after a reboot left the node on its previous
 // image (the daemon rolled back, or the boot check or the boot loader
 // did): a rollback. A drain ends Succeeded when acknowledged and TimedOut

@@ -157,8 +157,13 @@ func step(tr *track, old *view, cur view, now time.Time) (*track, []observation)
 		if !tr.started.IsZero() {
 			obs = append(obs, observation{kind: phaseTook, pool: cur.pool, phase: PhaseTotal, seconds: now.Sub(tr.started).Seconds()})
 			reboot := tr.reboot
-			if reboot == "" {
+			switch {
+			case reboot == "":
 				reboot = RebootNone
+			case reboot == RebootSoft && cur.rebootKind() != RebootSoft:
+				// The soft reboot failed and the daemon rebooted fully,
+				// saying so in the disruption annotation.
+				reboot = RebootFull
 			}
 			obs = append(obs, observation{kind: updateEnded, pool: cur.pool, reboot: reboot, result: result})
 		}

@@ -132,6 +132,11 @@ func TestStep(t *testing.T) {
 			state(13, "Rebooting"), state(33, "Working"), finished(93)},
 		want: []string{"stage 10s", "drain Succeeded", "drain 2s", "apply 1s", "reboot 20s", "verify 60s", "total 93s", "update soft Done"},
 	}, {
+		name: "soft reboot refused: a full one instead",
+		changes: []change{take(), decided(10, "SoftReboot"), askDrain(10), drained(12),
+			state(13, "Rebooting"), decided(14, "Reboot"), finished(80)},
+		want: []string{"stage 10s", "drain Succeeded", "drain 2s", "apply 1s", "reboot 67s", "total 80s", "update full Done"},
+	}, {
 		name:    "live apply without a drain",
 		changes: []change{take(), state(1, "Working"), decided(8, "Live"), finished(9)},
 		want:    []string{"stage 9s", "total 9s", "update none Done"},
