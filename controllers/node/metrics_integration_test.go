@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
@@ -253,4 +255,51 @@ func TestMaintenanceWindowHoldIsAGateHold(t *testing.T) {
 	f.layer("rendered-mwin-1", image('d'))
 	waitMetric(t, "strata_pool_gate_held{gate=maintenanceWindow}", held, 1)
 	waitMetric(t, "strata_pool_gate_holds_total{gate=maintenanceWindow}", holds, 2)
+}
+
+// TestDrainTimeoutIsCounted: a drain a PodDisruptionBudget blocks past
+// the pool's drainTimeout counts as TimedOut, not Succeeded.
+func TestDrainTimeoutIsCounted(t *testing.T) {
+	ctx := context.Background()
+	pool := "mdrain"
+	f := newFixture(t, pool, 1, func(p *v1alpha1.MachineConfigPool) {
+		p.Spec.DrainTimeout = &metav1.Duration{Duration: 3 * time.Second}
+	})
+	node := f.nodes[0]
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "mdrain-"}}
+	must(t, env.Client.Create(ctx, ns))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "guarded", Labels: map[string]string{"app": "guarded"}},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "registry.example.com/app@sha256:" + digest('1')}}},
+	}
+	must(t, env.Client.Create(ctx, pod))
+	// Evictions ignore budgets for pending pods: make it run.
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	must(t, env.Client.Status().Update(ctx, pod))
+	one := intstr.FromInt32(1)
+	must(t, env.Client.Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "keep-one"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}},
+	}))
+	startWithMetrics(t, nil)
+	taken := f.waitTaken("rendered-mdrain-1", image('0'), 1)
+	n := f.node(taken[0])
+	key := v1alpha1.UpdateKey(n.Annotations[v1alpha1.DesiredImageAnnotation], n.Annotations[v1alpha1.DesiredConfigAnnotation])
+	f.annotate(node, v1alpha1.StateAnnotation, v1alpha1.NodeStateWorking, v1alpha1.DesiredDrainAnnotation, v1alpha1.DrainRequestPrefix+key)
+
+	waitMetric(t, "strata_drains_total{result=TimedOut}", func() float64 { return testutil.ToFloat64(metrics.Drains.WithLabelValues(pool, "TimedOut")) }, 1)
+	if got := testutil.ToFloat64(metrics.Drains.WithLabelValues(pool, "Succeeded")); got != 0 {
+		t.Errorf("strata_drains_total{result=Succeeded} = %v, want 0", got)
+	}
+	// The update ended Degraded with no reboot: not a rollback.
+	waitMetric(t, "strata_node_updates_total{reboot=none,result=Degraded}", func() float64 {
+		return testutil.ToFloat64(metrics.NodeUpdates.WithLabelValues(pool, "none", "Degraded"))
+	}, 1)
+	if got := testutil.ToFloat64(metrics.NodeRollbacks.WithLabelValues(pool)); got != 0 {
+		t.Errorf("strata_node_rollbacks_total = %v, want 0", got)
+	}
+	if c, sum := histogram(t, pool, "drain"); c != 1 || sum < 3 {
+		t.Errorf("drain phase: %d observations of %.3fs, want 1 of at least the 3s drainTimeout", c, sum)
+	}
 }
