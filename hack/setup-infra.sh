@@ -98,6 +98,9 @@ envtest() {
 	# The renderer's disable test runs the real systemctl inside an image,
 	# as a bootc base image has it (containerfile/systemd_test.go).
 	apt_ensure systemctl -- systemd
+	# The alerting rules (config/prometheus) are checked and unit-tested
+	# with promtool (internal/metrics/rules_test.go).
+	apt_ensure promtool -- prometheus
 	build_etcd
 	build_kube kube-apiserver kubectl
 	go_install registry github.com/distribution/distribution/v3/cmd/registry "$REGISTRY_VERSION"

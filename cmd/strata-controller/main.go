@@ -29,6 +29,7 @@ import (
 	"github.com/strata-dev/strata/controllers/degraded"
 	"github.com/strata-dev/strata/controllers/disruption"
 	"github.com/strata-dev/strata/controllers/node"
+	"github.com/strata-dev/strata/controllers/nodemetrics"
 	"github.com/strata-dev/strata/controllers/pullsecret"
 	"github.com/strata-dev/strata/controllers/render"
 	"github.com/strata-dev/strata/internal/memlimit"
@@ -198,6 +199,9 @@ func run(o options) error {
 		Recorder: mgr.GetEventRecorder("strata-drain"),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the drain controller: %w", err)
+	}
+	if err := (&nodemetrics.Tracker{}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the node update metrics: %w", err)
 	}
 	if err := (&pullsecret.Reconciler{
 		Client:          mgr.GetClient(),

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -37,6 +38,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
+	strata "github.com/strata-dev/strata/internal/metrics"
 	"github.com/strata-dev/strata/test/testenv"
 	"github.com/strata-dev/strata/test/testregistry"
 )
@@ -379,10 +381,11 @@ func jobUID(t *testing.T, build string) (string, bool) {
 func TestBuildInterruptAndReuse(t *testing.T) {
 	f := newFixture(t, "reuse")
 	startController(t, f.reg, 0)
-	succeeded := testutil.ToFloat64(buildsTotal.WithLabelValues("Succeeded"))
-	interrupted := testutil.ToFloat64(buildsTotal.WithLabelValues("Interrupted"))
+	succeeded := testutil.ToFloat64(strata.Builds.WithLabelValues("Succeeded"))
+	interrupted := testutil.ToFloat64(strata.Builds.WithLabelValues("Interrupted"))
 	testStart := time.Now()
 	succeededRuns, succeededSeconds := observedDurations(t, "Succeeded")
+	stagesBefore := stageObservations(t)
 	interruptedRuns, _ := observedDurations(t, "Interrupted")
 	f.mosc()
 
@@ -445,10 +448,10 @@ func TestBuildInterruptAndReuse(t *testing.T) {
 	if len(builds.Items) != 2 {
 		t.Errorf("%d builds, want A and B only", len(builds.Items))
 	}
-	if got := testutil.ToFloat64(buildsTotal.WithLabelValues("Succeeded")) - succeeded; got != 1 {
+	if got := testutil.ToFloat64(strata.Builds.WithLabelValues("Succeeded")) - succeeded; got != 1 {
 		t.Errorf("strata_builds_total{result=Succeeded} rose by %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(buildsTotal.WithLabelValues("Interrupted")) - interrupted; got != 1 {
+	if got := testutil.ToFloat64(strata.Builds.WithLabelValues("Interrupted")) - interrupted; got != 1 {
 		t.Errorf("strata_builds_total{result=Interrupted} rose by %v, want 1", got)
 	}
 	// A's duration is observed once: from its Job's start (a second
@@ -464,25 +467,69 @@ func TestBuildInterruptAndReuse(t *testing.T) {
 	if runs, _ := observedDurations(t, "Interrupted"); runs != interruptedRuns {
 		t.Errorf("strata_build_duration_seconds{result=Interrupted} rose by %d observations, want none: B never started", runs-interruptedRuns)
 	}
+	// Each stage of A that ran is observed with its recorded duration.
+	ran := 0
+	for _, st := range a.Status.Stages {
+		if st.Reused || st.Duration == nil {
+			continue
+		}
+		ran++
+		before := stagesBefore[string(st.Name)]
+		runs, seconds := observedHistogram(t, "strata_build_stage_duration_seconds", map[string]string{"stage": string(st.Name), "result": "Succeeded"})
+		// The sums are floats that other builds added to before: equal
+		// to a microsecond.
+		if runs != before.runs+1 || math.Abs(seconds-before.seconds-st.Duration.Seconds()) > 1e-6 {
+			t.Errorf("strata_build_stage_duration_seconds{stage=%s,result=Succeeded} rose by %d observations of %.3fs, want 1 of %.3fs",
+				st.Name, runs-before.runs, seconds-before.seconds, st.Duration.Seconds())
+		}
+	}
+	if ran == 0 {
+		t.Errorf("build A recorded no stage that ran: %+v", a.Status.Stages)
+	}
+}
+
+type observed struct {
+	runs    uint64
+	seconds float64
+}
+
+// stageObservations is strata_build_stage_duration_seconds of Succeeded
+// builds by stage.
+func stageObservations(t *testing.T) map[string]observed {
+	out := map[string]observed{}
+	for _, st := range []v1alpha1.BuildStage{v1alpha1.BuildStageAdmin, v1alpha1.BuildStageConfigLayer, v1alpha1.BuildStageJob, v1alpha1.BuildStageAttach} {
+		runs, seconds := observedHistogram(t, "strata_build_stage_duration_seconds", map[string]string{"stage": string(st), "result": "Succeeded"})
+		out[string(st)] = observed{runs, seconds}
+	}
+	return out
 }
 
 // observedDurations is the count and sum of strata_build_duration_seconds
 // for result, as the metrics endpoint serves them.
 func observedDurations(t *testing.T, result string) (uint64, float64) {
 	t.Helper()
+	return observedHistogram(t, "strata_build_duration_seconds", map[string]string{"result": result})
+}
+
+// observedHistogram is the count and sum of the histogram name's series
+// with labels, as the metrics endpoint serves them.
+func observedHistogram(t *testing.T, name string, labels map[string]string) (uint64, float64) {
+	t.Helper()
 	families, err := metrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range families {
-		if mf.GetName() != "strata_build_duration_seconds" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
-				}
+				got[l.GetName()] = l.GetValue()
+			}
+			if maps.Equal(got, labels) {
+				return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 			}
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/builder/job"
 	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/internal/history"
+	"github.com/strata-dev/strata/internal/metrics"
 	"github.com/strata-dev/strata/internal/referrers"
 	"github.com/strata-dev/strata/internal/registry"
 	"github.com/strata-dev/strata/internal/status"
@@ -242,12 +243,21 @@ func failureMessage(f *v1alpha1.BuildFailure) string {
 	return msg
 }
 
+// observe counts an ended build and its durations: the whole build's
+// and each stage's that ran and ended.
 func observe(b *v1alpha1.MachineOSBuild, state buildState) {
-	result := string(state)
-	buildsTotal.WithLabelValues(result).Inc()
-	if b.Status.BuildStart != nil && b.Status.BuildEnd != nil {
-		buildDuration.WithLabelValues(result).Observe(b.Status.BuildEnd.Sub(b.Status.BuildStart.Time).Seconds())
+	var d time.Duration
+	known := b.Status.BuildStart != nil && b.Status.BuildEnd != nil
+	if known {
+		d = b.Status.BuildEnd.Sub(b.Status.BuildStart.Time)
 	}
+	var stages []metrics.Stage
+	for _, s := range b.Status.Stages {
+		if s.Duration != nil {
+			stages = append(stages, metrics.Stage{Name: string(s.Name), Duration: s.Duration.Duration, Reused: s.Reused})
+		}
+	}
+	metrics.BuildEnded(string(state), d, known, stages)
 }
 
 // interrupt ends a build whose inputs are no longer current and stops its

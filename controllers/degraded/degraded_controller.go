@@ -10,6 +10,7 @@ package degraded
 import (
 	"context"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/metrics"
 	"github.com/strata-dev/strata/internal/poolstatus"
 )
 
@@ -49,12 +51,32 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pool := &v1alpha1.MachineConfigPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			metrics.ForgetPool(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !pool.DeletionTimestamp.IsZero() {
+		metrics.ForgetPool(pool.Name)
 		return ctrl.Result{}, nil
 	}
 	next := pool.DeepCopy()
 	meta.SetStatusCondition(&next.Status.Conditions, poolstatus.Degraded(pool))
-	return ctrl.Result{}, poolstatus.Aggregate.Apply(ctx, r.Client, pool, next)
+	if err := poolstatus.Aggregate.Apply(ctx, r.Client, pool, next); err != nil {
+		return ctrl.Result{}, err
+	}
+	setMetrics(next)
+	return ctrl.Result{}, nil
+}
+
+// degradedConditions are the pool's conditions strata_pool_degraded
+// reports: the summary and each part it summarises.
+var degradedConditions = []string{v1alpha1.PoolDegraded, v1alpha1.PoolRenderDegraded, v1alpha1.PoolImageBuildDegraded, v1alpha1.PoolNodeDegraded}
+
+// setMetrics sets strata_pool_degraded from the pool's conditions as
+// written. This controller is reconciled whenever one of them changes.
+func setMetrics(pool *v1alpha1.MachineConfigPool) {
+	for _, c := range degradedConditions {
+		metrics.SetPoolDegraded(pool.Name, c, meta.IsStatusConditionTrue(pool.Status.Conditions, c))
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/controllers/node/plan"
+	"github.com/strata-dev/strata/internal/metrics"
 	"github.com/strata-dev/strata/internal/poolstatus"
 	"github.com/strata-dev/strata/internal/status"
 	"github.com/strata-dev/strata/internal/window"
@@ -166,9 +168,13 @@ func (r *Reconciler) clock() clock.PassiveClock {
 func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pool := &v1alpha1.MachineConfigPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			metrics.ForgetPool(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if pool.DeletionTimestamp != nil {
+		metrics.ForgetPool(pool.Name)
 		return ctrl.Result{}, nil
 	}
 	now := r.clock().Now()
@@ -186,6 +192,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		"waiting", s.target.Waiting, "windowOpen", s.window.open(), "actions", len(s.result.Actions),
 		"updated", s.result.UpdatedCount, "machines", s.result.MachineCount)
 	s.nodeErr = r.apply(ctx, s, nodes.byName)
+	setMetrics(s, nodes)
 
 	if err := r.writeStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err

@@ -1,0 +1,27 @@
+package node
+
+import (
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/metrics"
+)
+
+// setMetrics sets the pool's gauges from this reconcile: its nodes by
+// reported state, the updated count, and the gates this controller
+// evaluates (maintenance windows, image approval). A gate holds when it
+// is why the pool's pending nodes do not start: a closed window (or
+// windows that cannot be read) with nodes still to update, an image that
+// waits for approval or was rejected.
+func setMetrics(s *scope, nodes poolNodeSet) {
+	byState := map[string]int{}
+	for _, n := range nodes.plan {
+		st := n.State
+		if st == "" {
+			st = metrics.NodeStateUnknown
+		}
+		byState[st]++
+	}
+	metrics.SetPoolNodes(s.pool.Name, byState, int(s.result.UpdatedCount))
+	metrics.GateHeld(s.pool.Name, metrics.GateMaintenanceWindow, !s.window.open() && s.result.PendingCount > 0)
+	approval := s.target.waitReason == v1alpha1.ReasonAwaitingImageApproval || s.target.waitReason == v1alpha1.ReasonImageRejected
+	metrics.GateHeld(s.pool.Name, metrics.GateImageApproval, approval)
+}
