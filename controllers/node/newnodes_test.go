@@ -1,0 +1,42 @@
+package node
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers/node/plan"
+)
+
+func TestNewNodes(t *testing.T) {
+	const one, two = "r.example.com/os@sha256:1111111111111111111111111111111111111111111111111111111111111111",
+		"r.example.com/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	prev := &v1alpha1.NewNodeStatus{Image: one, Config: "rendered-a-1"}
+	released := target{Target: plan.Target{Config: "rendered-a-2", Image: two}}
+	for _, tc := range []struct {
+		name           string
+		prev           *v1alpha1.NewNodeStatus
+		t              target
+		paused, halted bool
+		want           *v1alpha1.NewNodeStatus
+	}{
+		{"rolling out: the target", prev, released, false, false, &v1alpha1.NewNodeStatus{Image: two, Config: "rendered-a-2"}},
+		{"first target", nil, released, false, false, &v1alpha1.NewNodeStatus{Image: two, Config: "rendered-a-2"}},
+		{"awaiting approval keeps the released image", prev,
+			target{Target: plan.Target{Config: "rendered-a-2", Waiting: "waits for approval"}}, false, false, prev},
+		{"nothing released yet, build running", nil,
+			target{Target: plan.Target{Config: "rendered-a-2", Waiting: "build running"}}, false, false, nil},
+		{"no rendered config", nil, target{}, false, false, nil},
+		{"halted keeps the released image", prev, released, false, true, prev},
+		{"paused keeps the released image", prev, released, true, false, prev},
+		{"halted with nothing released: nothing", nil, released, false, true, nil},
+		{"paused with nothing released: the target", nil, released, true, false, &v1alpha1.NewNodeStatus{Image: two, Config: "rendered-a-2"}},
+		{"each node's own image", prev, target{Target: plan.Target{Config: "rendered-a-3"}}, false, false, &v1alpha1.NewNodeStatus{Config: "rendered-a-3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := newNodes(tc.prev, tc.t, tc.paused, tc.halted); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("newNodes = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
