@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-func TestServingCertificate(t *testing.T) {
+func TestServingCertificateRules(t *testing.T) {
 	now := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	ca, err := newCA(now)
 	if err != nil {
