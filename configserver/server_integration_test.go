@@ -108,7 +108,7 @@ func TestServer(t *testing.T) {
 	srv := httptest.NewTLSServer(&Server{
 		Client: env.Client, Namespace: "strata-system", NodeNamespace: "strata-nodes",
 		DaemonImage: func(context.Context) (string, error) { return "registry.example.com/strata/strata-daemon:v1", nil },
-		Log:         funcr.New(func(prefix, args string) { logs.Write([]byte(args + "\n")) }, funcr.Options{}),
+		Log:         funcr.New(func(prefix, args string) { _, _ = logs.Write([]byte(args + "\n")) }, funcr.Options{}),
 	})
 	defer srv.Close()
 

@@ -157,8 +157,11 @@ func TestServingCertificate(t *testing.T) {
 			return errors.New("the deleted one")
 		}
 		c, err := secret(ctx, v1alpha1.ConfigServerCASecret)
-		if err != nil || c.UID != ca.UID {
-			return fmt.Errorf("the CA changed (%v)", err)
+		if err != nil {
+			return err
+		}
+		if c.UID != ca.UID {
+			return errors.New("the CA changed")
 		}
 		return nil
 	})

@@ -73,7 +73,8 @@ func TestServingCertificateRules(t *testing.T) {
 	pool2 := x509.NewCertPool()
 	pool2.AppendCertsFromPEM(other.cert)
 	c2 := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool2}}}
-	if _, err := c2.Get("https://127.0.0.1:" + port); err == nil {
+	if resp, err := c2.Get("https://127.0.0.1:" + port); err == nil {
+		resp.Body.Close()
 		t.Error("a client trusting another CA connected")
 	}
 }

@@ -233,6 +233,13 @@ func (c *Cluster) runUnit(ctx context.Context, nd *node, name, unit string) (boo
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	// As a reboot does: the unit's whole process group dies.
+	kill := func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		if err := <-done; err != nil {
+			c.logf(nd, "%s ended: %v", name, err)
+		}
+	}
 	request := filepath.Join(nd.root, rebootRequestFile)
 	deadline := time.After(c.cfg.Timeout)
 	tick := time.NewTicker(c.cfg.PollInterval)
@@ -247,17 +254,14 @@ func (c *Cluster) runUnit(ctx context.Context, nd *node, name, unit string) (boo
 			return false, nil
 		case <-tick.C:
 			if _, err := os.Stat(request); err == nil {
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-				<-done
+				kill()
 				return true, nil
 			}
 		case <-deadline:
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
+			kill()
 			return false, fmt.Errorf("simnode: %s: %s did not finish within %v", nd.name, name, c.cfg.Timeout)
 		case <-ctx.Done():
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
+			kill()
 			return false, ctx.Err()
 		}
 	}
