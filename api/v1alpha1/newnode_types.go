@@ -8,8 +8,9 @@ type NewNodeStatus struct {
 	// image is the image a new node switches to at its first boot, before
 	// its kubelet starts, as repository@sha256:<digest>: the image the
 	// rollout moves the pool's nodes to now. It is not updated while the
-	// pool waits for a build or an approval, is paused, or has a halted
-	// rollout: new nodes then get the image released before. Empty: the
+	// pool waits for a build or an approval or is paused: new nodes then
+	// get the image released before. A halted rollout gives them the
+	// image most of the pool's nodes not on the failed one run. Empty: the
 	// pool runs each node's own image (no MachineOSConfig and no
 	// osImageURL), so a new node keeps the image it was installed with.
 	// +optional
