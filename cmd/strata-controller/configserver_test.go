@@ -67,7 +67,7 @@ func TestConfigServerMode(t *testing.T) {
 	if err := os.WriteFile(config, []byte("build:\n  builderImage: registry.example.com/strata/builder@sha256:"+strings.Repeat("b", 64)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	start := func(kubeconfig string, args ...string) *strings.Builder {
+	start := func(kubeconfig string, args ...string) {
 		var out strings.Builder
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(cmd.Environ(), "KUBECONFIG="+kubeconfig)
@@ -82,7 +82,6 @@ func TestConfigServerMode(t *testing.T) {
 				t.Logf("%s %v:\n%s", bin, args, out.String())
 			}
 		})
-		return &out
 	}
 	start(kubeconfig("admin", ""), "--config", config, "--metrics-bind-address=0", "--health-probe-bind-address=0")
 
