@@ -206,8 +206,10 @@ func (s *Server) input(ctx context.Context, name string) (*Input, string, error)
 			return nil, "", fmt.Errorf("get node pull secret %s/%s: %w", s.NodeNamespace, secret, err)
 		}
 		in.PullSecret = sec.Data[corev1.DockerConfigJsonKey]
-		if in.PullSecret == nil {
-			in.PullSecret = []byte{}
+		if len(in.PullSecret) == 0 {
+			// Without it the node could not pull the image: better no
+			// config (Ignition retries) than a first boot bound to fail.
+			return nil, "the node pull secret " + s.NodeNamespace + "/" + secret + " has no " + corev1.DockerConfigJsonKey, nil
 		}
 	}
 	if in.Image != "" {
