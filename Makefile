@@ -38,6 +38,7 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC under config/.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=strata-controller paths="./controllers/..." output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=strata-daemon paths="./rollout/..." output:rbac:artifacts:config=config/rbac/daemon
+	$(CONTROLLER_GEN) rbac:roleName=strata-config-server paths="./configserver/..." output:rbac:artifacts:config=config/configserver/rbac
 
 .PHONY: fmt
 fmt: ## Run gofmt.

@@ -194,6 +194,13 @@ type MachineConfigPoolStatus struct {
 	// +optional
 	MaintenanceWindow *MaintenanceWindowStatus `json:"maintenanceWindow,omitempty"`
 
+	// newNodes is what a node that joins the pool now starts from: the
+	// image its first boot switches to and the rendered config of its
+	// /var-bound items. Absent until the pool first has an image to give
+	// (the config server serves nothing for the pool until then).
+	// +optional
+	NewNodes *NewNodeStatus `json:"newNodes,omitempty"`
+
 	// conditions: Updated, Updating, Degraded, NodeDegraded, RenderDegraded,
 	// ImageBuildDegraded.
 	// +optional

@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
+	"github.com/strata-dev/strata/controllers/bootstrap"
 	"github.com/strata-dev/strata/controllers/build"
 	"github.com/strata-dev/strata/controllers/degraded"
 	"github.com/strata-dev/strata/controllers/disruption"
@@ -93,6 +94,7 @@ MachineConfiguration's merged policy in its status).`,
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.zap.BindFlags(zfs)
 	f.AddGoFlagSet(zfs)
+	cmd.AddCommand(newConfigServerCommand())
 	version.Apply(cmd)
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "strata-controller:", err)
@@ -216,6 +218,12 @@ func run(o options) error {
 	}
 	if err := (&disruption.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the node disruption policy controller: %w", err)
+	}
+	if err := (&bootstrap.TokenReconciler{Client: mgr.GetClient(), Namespace: namespace}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the bootstrap token controller: %w", err)
+	}
+	if err := (&bootstrap.CertReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: namespace}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the config server certificate controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

@@ -91,6 +91,7 @@ which survives reboots.`,
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.zap.BindFlags(zfs)
 	f.AddGoFlagSet(zfs)
+	cmd.AddCommand(newFirstbootCommand())
 	version.Apply(cmd)
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "strata-daemon:", err)

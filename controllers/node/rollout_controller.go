@@ -133,6 +133,8 @@ type scope struct {
 	target target
 	window windowState
 	result plan.Result
+	// nodes are the pool's nodes as planned.
+	nodes []plan.Node
 	// nodeErr is a failure to write a node, reported in the status.
 	nodeErr error
 }
@@ -188,6 +190,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	s.result = plan.Plan(planPool(pool, s.window), s.target.Target, nodes.plan)
+	s.nodes = nodes.plan
 	log.FromContext(ctx).V(1).Info("Planned the rollout", "targetConfig", s.target.Config, "targetImage", s.target.Image,
 		"waiting", s.target.Waiting, "windowOpen", s.window.open(), "actions", len(s.result.Actions),
 		"updated", s.result.UpdatedCount, "machines", s.result.MachineCount)

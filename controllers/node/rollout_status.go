@@ -29,6 +29,7 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 	st.UnavailableMachineCount = res.UnavailableCount
 	st.DegradedMachineCount = res.DegradedCount
 	st.MaintenanceWindow = windowStatus(s.window)
+	st.NewNodes = newNodes(st.NewNodes, s.target, pool.Spec.Paused, res.Halted, s.nodes)
 
 	gen := pool.Generation
 	updated := metav1.Condition{Type: v1alpha1.PoolUpdated, ObservedGeneration: gen}

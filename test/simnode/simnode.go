@@ -237,19 +237,28 @@ func (c *Cluster) AddNodes(ctx context.Context, n int, labels map[string]string)
 
 	names := make([]string, 0, len(added))
 	for _, nd := range added {
-		nd.mu.Lock()
-		err := c.startBootCheck(nd)
-		nd.mu.Unlock()
-		if err != nil {
+		if err := c.run(nd); err != nil {
 			return nil, err
 		}
-		if err := c.StartDaemon(nd.name); err != nil {
-			return nil, err
-		}
-		c.wg.Go(func() { c.supervise(nd) })
 		names = append(names, nd.name)
 	}
 	return names, nil
+}
+
+// run starts what runs on a booted, registered node: its boot check,
+// its daemon and the harness's watch for its reboot requests.
+func (c *Cluster) run(nd *node) error {
+	nd.mu.Lock()
+	err := c.startBootCheck(nd)
+	nd.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := c.StartDaemon(nd.name); err != nil {
+		return err
+	}
+	c.wg.Go(func() { c.supervise(nd) })
+	return nil
 }
 
 // install makes the node's root, installs the original image into it and
@@ -258,14 +267,25 @@ func (c *Cluster) install(ctx context.Context, nd *node, labels map[string]strin
 	if err := os.MkdirAll(nd.root, 0o755); err != nil {
 		return fmt.Errorf("simnode: %w", err)
 	}
-	c.logf(nd, "installing %s", c.cfg.OriginalImage)
-	args := []string{"sim", "init", c.cfg.OriginalImage}
+	if err := c.installImage(ctx, nd, c.cfg.OriginalImage); err != nil {
+		return err
+	}
+	return c.register(ctx, nd, labels)
+}
+
+// installImage installs image into nd's root (`bootc-sim sim init`).
+func (c *Cluster) installImage(ctx context.Context, nd *node, image string) error {
+	c.logf(nd, "installing %s", image)
+	args := []string{"sim", "init", image}
 	if c.cfg.BootcVersion != "" {
 		args = append(args, "--bootc-version", c.cfg.BootcVersion)
 	}
-	if _, err := c.Sim(ctx, nd.name, args...); err != nil {
-		return err
-	}
+	_, err := c.Sim(ctx, nd.name, args...)
+	return err
+}
+
+// register registers nd's Node, Ready, as its kubelet would.
+func (c *Cluster) register(ctx context.Context, nd *node, labels map[string]string) error {
 	bootID, err := readBootID(nd.root)
 	if err != nil {
 		return err

@@ -1,0 +1,57 @@
+package v1alpha1
+
+// NewNodeStatus is what a node that joins a pool now starts from: the
+// config server (strata-controller config-server) serves it in the
+// pool's first-boot Ignition. The rollout controller writes it, as the
+// one owner of the pool's target.
+type NewNodeStatus struct {
+	// image is the image a new node switches to at its first boot, before
+	// its kubelet starts, as repository@sha256:<digest>: the image the
+	// rollout moves the pool's nodes to now. It is not updated while the
+	// pool waits for a build or an approval or is paused: new nodes then
+	// get the image released before. A halted rollout gives them the
+	// image most of the pool's nodes not on the failed one run. Empty: the
+	// pool runs each node's own image (no MachineOSConfig and no
+	// osImageURL), so a new node keeps the image it was installed with.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// config is the rendered MachineConfig whose /var-bound files,
+	// directories, links and SSH keys a new node gets at its first boot.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Config string `json:"config,omitempty"`
+}
+
+// Names the config server, its bootstrap tokens and its serving
+// certificate share with the controller and stratactl.
+const (
+	// BootstrapTokenSecretPrefix starts the name of a pool's bootstrap
+	// token Secret in strata-system: strata-bootstrap-<pool>. A request
+	// for the pool's Ignition must carry its token.
+	BootstrapTokenSecretPrefix = "strata-bootstrap-"
+	// BootstrapTokenKey is the key of the token in that Secret.
+	BootstrapTokenKey = "token"
+	// RotateTokenAnnotation on a bootstrap token Secret makes the
+	// controller replace the token (deleting the Secret does too); nodes
+	// not yet booted need a new pointer config (stratactl node-config).
+	RotateTokenAnnotation = Prefix + "rotate"
+	// BootstrapTokenLabel marks a bootstrap token Secret; its value is
+	// the pool's name.
+	BootstrapTokenLabel = Prefix + "bootstrap-token-for"
+
+	// ConfigServerTLSSecret is the config server's serving certificate
+	// (kubernetes.io/tls, with ca.crt), kept by the controller unless the
+	// server is given a Secret of the user's.
+	ConfigServerTLSSecret = "strata-config-server-tls"
+	// ConfigServerCASecret holds the self-signed CA that signs it
+	// (ca.crt, ca.key); never leaves strata-system.
+	ConfigServerCASecret = "strata-config-server-ca"
+	// ConfigServerPathPrefix is the path of a pool's Ignition:
+	// /config/<pool>, as OpenShift's machine-config-server serves it.
+	ConfigServerPathPrefix = "/config/"
+)
+
+// BootstrapTokenSecretName is the name of pool's bootstrap token Secret.
+func BootstrapTokenSecretName(pool string) string { return BootstrapTokenSecretPrefix + pool }

@@ -1,0 +1,221 @@
+package configserver
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/layering"
+	"github.com/strata-dev/strata/nodeconfig"
+)
+
+// DefaultHealthCheckTimeout is the first boot's health timeout of a pool
+// that sets none (the rollout's default).
+const DefaultHealthCheckTimeout = 10 * time.Minute
+
+// retryAfter is what a node is told to wait when its pool has nothing to
+// give yet; Ignition retries a failed fetch on its own.
+const retryAfter = "30"
+
+// The server's rights: read, nothing else. It reads Secrets in
+// strata-system, which hold the push secrets too: its manager's cache
+// holds only the bootstrap tokens and its serving certificate there (see
+// CacheOptions), but RBAC cannot name Secrets by label.
+//
+// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigpools;machineconfigs;machineosconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=strata-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=strata-nodes,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,namespace=strata-system,resources=daemonsets,verbs=get;list;watch
+
+// Server serves the pools' first-boot Ignition.
+type Server struct {
+	// Client reads pools, rendered configs, MachineOSConfigs and Secrets
+	// (a cache: a node's request costs the API server nothing).
+	Client client.Reader
+	// Namespace holds the bootstrap tokens (strata-system).
+	Namespace string
+	// NodeNamespace holds the node pull secrets (strata-nodes).
+	NodeNamespace string
+	// DaemonImage is the strata-daemon image the first boot runs.
+	DaemonImage func(ctx context.Context) (string, error)
+	// Log receives one line per request.
+	Log logr.Logger
+}
+
+// Results counted and logged, one per request.
+const (
+	resultServed       = "served"
+	resultUnauthorized = "unauthorized" // no token
+	resultForbidden    = "forbidden"    // not the pool's token, or no such pool
+	resultUnavailable  = "unavailable"  // the pool has nothing for new nodes yet
+	resultNotFound     = "not_found"    // not a config path
+	resultError        = "error"
+)
+
+// ServeHTTP answers GET /config/<pool>.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	pool, result, code, msg := s.serve(w, r)
+	requests.WithLabelValues(result).Inc()
+	duration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	// The path and remote address, never the headers: the token is in one.
+	log := s.Log.WithValues("remote", r.RemoteAddr, "pool", pool, "result", result, "code", code)
+	if code == http.StatusOK {
+		log.Info("Served a first-boot config")
+		return
+	}
+	log.Info("Refused a config request", "why", msg)
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="strata-config-server"`)
+	}
+	if code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	// The answer says nothing a caller without the token could use.
+	http.Error(w, http.StatusText(code), code)
+}
+
+// serve writes the config on success; otherwise it returns what to
+// answer and why (for the log).
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) (pool, result string, code int, why string) {
+	ctx := r.Context()
+	name, ok := strings.CutPrefix(r.URL.Path, v1alpha1.ConfigServerPathPrefix)
+	if !ok || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return "", resultNotFound, http.StatusNotFound, "not a config path"
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return name, resultNotFound, http.StatusMethodNotAllowed, "method " + r.Method
+	}
+	token, ok := bearer(r.Header.Get("Authorization"))
+	if !ok {
+		return name, resultUnauthorized, http.StatusUnauthorized, "no bearer token"
+	}
+	want, err := s.token(ctx, name)
+	if err != nil {
+		return name, resultError, http.StatusInternalServerError, err.Error()
+	}
+	// Compared even when the pool has no token, so that the time taken
+	// does not tell an unknown pool from a wrong token.
+	if subtle.ConstantTimeCompare([]byte(token), want) != 1 || len(want) == 0 {
+		return name, resultForbidden, http.StatusForbidden, "not the pool's bootstrap token"
+	}
+	in, why, err := s.input(ctx, name)
+	switch {
+	case err != nil:
+		return name, resultError, http.StatusInternalServerError, err.Error()
+	case why != "":
+		return name, resultUnavailable, http.StatusServiceUnavailable, why
+	}
+	cfg, err := Render(*in)
+	if err != nil {
+		return name, resultError, http.StatusInternalServerError, err.Error()
+	}
+	body, err := json.Marshal(cfg)
+	if err != nil {
+		return name, resultError, http.StatusInternalServerError, err.Error()
+	}
+	w.Header().Set("Content-Type", "application/vnd.coreos.ignition+json;version="+IgnitionVersion)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodGet {
+		_, _ = w.Write(body)
+	}
+	return name, resultServed, http.StatusOK, ""
+}
+
+// bearer is the token of an "Authorization: Bearer <token>" header.
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// token is the pool's bootstrap token; nil when it has none.
+func (s *Server) token(ctx context.Context, pool string) ([]byte, error) {
+	var sec corev1.Secret
+	err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: v1alpha1.BootstrapTokenSecretName(pool)}, &sec)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get the bootstrap token of pool %s: %w", pool, err)
+	}
+	// Only a Secret the controller made for this pool counts, not one a
+	// user created under that name for another purpose.
+	if sec.Labels[v1alpha1.BootstrapTokenLabel] != pool {
+		return nil, nil
+	}
+	return sec.Data[v1alpha1.BootstrapTokenKey], nil
+}
+
+// input gathers what the pool's config is made of, or says why the pool
+// has nothing to give yet.
+func (s *Server) input(ctx context.Context, name string) (*Input, string, error) {
+	var pool v1alpha1.MachineConfigPool
+	if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, &pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, "the pool is gone", nil
+		}
+		return nil, "", fmt.Errorf("get pool %s: %w", name, err)
+	}
+	nn := pool.Status.NewNodes
+	if nn == nil || nn.Config == "" {
+		return nil, "the pool has released no image or configuration for new nodes yet (status.newNodes)", nil
+	}
+	in := &Input{Pool: name, Image: nn.Image, HealthCheckTimeout: DefaultHealthCheckTimeout}
+	if t := pool.Spec.HealthCheckTimeout; t != nil {
+		in.HealthCheckTimeout = t.Duration
+	}
+	var mc v1alpha1.MachineConfig
+	if err := s.Client.Get(ctx, client.ObjectKey{Name: nn.Config}, &mc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, "rendered config " + nn.Config + " does not exist", nil
+		}
+		return nil, "", fmt.Errorf("get rendered config %s: %w", nn.Config, err)
+	}
+	split, err := nodeconfig.SplitForNode(&mc.Spec)
+	if err != nil {
+		return nil, "", fmt.Errorf("rendered config %s: %w", nn.Config, err)
+	}
+	in.NodeItems = split.NodeItems
+	mosc, err := layering.Holder(ctx, s.Client, &pool)
+	if err != nil {
+		return nil, "", err
+	}
+	if mosc != nil && mosc.Spec.RenderedImagePullSecret != nil {
+		secret := mosc.Spec.RenderedImagePullSecret.Name
+		var sec corev1.Secret
+		if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.NodeNamespace, Name: secret}, &sec); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, "the node pull secret " + s.NodeNamespace + "/" + secret + " is not copied yet", nil
+			}
+			return nil, "", fmt.Errorf("get node pull secret %s/%s: %w", s.NodeNamespace, secret, err)
+		}
+		in.PullSecret = sec.Data[corev1.DockerConfigJsonKey]
+		if len(in.PullSecret) == 0 {
+			// Without it the node could not pull the image: better no
+			// config (Ignition retries) than a first boot bound to fail.
+			return nil, "the node pull secret " + s.NodeNamespace + "/" + secret + " has no " + corev1.DockerConfigJsonKey, nil
+		}
+	}
+	if in.Image != "" {
+		if in.DaemonImage, err = s.DaemonImage(ctx); err != nil {
+			return nil, "", err
+		}
+	}
+	return in, "", nil
+}

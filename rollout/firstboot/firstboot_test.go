@@ -1,0 +1,178 @@
+package firstboot
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/strata-dev/strata/rollout"
+	"github.com/strata-dev/strata/rollout/bootc"
+	"github.com/strata-dev/strata/rollout/hostfs"
+	"github.com/strata-dev/strata/test/bootcsim"
+	"github.com/strata-dev/strata/test/testregistry"
+)
+
+// simHost is the bootc simulator as the first boot's bootc and machine.
+type simHost struct {
+	sim               *bootcsim.Sim
+	switches, reboots int
+}
+
+func (h *simHost) Status(ctx context.Context) (*bootc.Host, error) { return h.sim.Status(ctx) }
+func (h *simHost) Switch(ctx context.Context, image string) error {
+	h.switches++
+	_, err := h.sim.Switch(ctx, image, bootcsim.SwitchOptions{Transport: bootc.TransportRegistry})
+	return err
+}
+func (h *simHost) Rollback(ctx context.Context) error    { return h.sim.Rollback(ctx) }
+func (h *simHost) BootID() (string, error)               { return h.sim.BootID() }
+func (h *simHost) CheckHealth(ctx context.Context) error { return h.sim.Health(ctx) }
+func (h *simHost) Reboot(context.Context) error          { h.reboots++; return h.sim.RequestReboot() }
+
+var _ rollout.Bootc = (*simHost)(nil)
+var _ rollout.Machine = (*simHost)(nil)
+
+// node is a simulated node installed with image, and its first boot to
+// pool.
+func node(t *testing.T, install, pool string) (*Boot, *simHost) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "node")
+	t.Cleanup(func() {
+		if err := bootcsim.Cleanup(dir); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	sim, err := bootcsim.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Init(context.Background(), install); err != nil {
+		t.Fatal(err)
+	}
+	root, err := hostfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	if err := root.WriteFile("/var/lib/strata/firstboot/auth.json", []byte(`{"auths":{}}`), 0o600, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	h := &simHost{sim: sim}
+	return &Boot{Bootc: h, Machine: h, Root: root, AuthFile: "/var/lib/strata/firstboot/auth.json",
+		StateDir: filepath.Join(dir, "var/lib/strata"), Image: pool,
+		HealthTimeout: time.Second, HealthPoll: 100 * time.Millisecond, Log: logr.Discard()}, h
+}
+
+func images(t *testing.T) (base, pool string) {
+	t.Helper()
+	reg := testregistry.Start(t, "")
+	push := func(tag string) string {
+		img, err := mutate.AppendLayers(testregistry.Busybox(t), testregistry.FilesLayer(t, map[string]string{"etc/strata-image": tag + "\n"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reg.Push(t, "strata/os:"+tag, img)
+	}
+	return push("base"), push("pool")
+}
+
+func run(t *testing.T, b *Boot, want Outcome) {
+	t.Helper()
+	got, err := b.Run(context.Background())
+	if err != nil || got != want {
+		t.Fatalf("Run: %q, %v; want %q", got, err, want)
+	}
+}
+
+// TestFirstBoot: from the base, one switch and one reboot, then done;
+// the daemon's record keeps the install image as the original one.
+func TestFirstBoot(t *testing.T) {
+	base, pool := images(t)
+	b, h := node(t, base, pool)
+	run(t, b, Rebooting)
+	if b, err := b.Root.ReadFile(rollout.AuthFile); err != nil || string(b) != `{"auths":{}}` {
+		t.Errorf("bootc's auth file: %q, %v", b, err)
+	}
+	// The reboot did not happen (the unit runs again in the same boot):
+	// ask again, without a second switch.
+	run(t, b, Rebooting)
+	if err := h.sim.Reboot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	run(t, b, Done)
+	if h.switches != 1 || h.reboots != 2 {
+		t.Errorf("%d switches, %d reboot requests; want 1 and 2", h.switches, h.reboots)
+	}
+	st, err := h.sim.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status.Booted.Digest() != bootc.DigestOf(pool) {
+		t.Errorf("booted %s", st.Status.Booted.PullSpec())
+	}
+	if _, err := os.Stat(filepath.Join(Dir(b.StateDir), DoneName)); err != nil {
+		t.Error(err)
+	}
+	if _, err := b.Root.ReadFile(b.AuthFile); !os.IsNotExist(err) {
+		t.Errorf("the first boot's pull secret: %v, want it removed", err)
+	}
+	rec, err := rollout.LoadRecord(b.StateDir)
+	if err != nil || rec.OriginalImage != base {
+		t.Errorf("the daemon's original image %q (%v), want the install image %s", rec.OriginalImage, err, base)
+	}
+	run(t, b, Done) // and so it stays
+	if h.switches != 1 {
+		t.Errorf("a run after done switched")
+	}
+}
+
+// TestFirstBootCurrent (issue 25 point 5): installed with the pool's
+// image, no switch and no reboot.
+func TestFirstBootCurrent(t *testing.T) {
+	_, pool := images(t)
+	b, h := node(t, pool, pool)
+	run(t, b, Done)
+	if h.switches != 0 || h.reboots != 0 {
+		t.Errorf("%d switches, %d reboots; want none", h.switches, h.reboots)
+	}
+}
+
+// TestFirstBootFailures: a node whose new image is unhealthy, or that
+// boots another image than the one switched to, stays out: every later
+// run fails too.
+func TestFirstBootFailures(t *testing.T) {
+	base, pool := images(t)
+	t.Run("unhealthy", func(t *testing.T) {
+		b, h := node(t, base, pool)
+		if err := h.sim.FailBoot(pool); err != nil {
+			t.Fatal(err)
+		}
+		run(t, b, Rebooting)
+		if err := h.sim.Reboot(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "not healthy") {
+			t.Fatalf("Run on an unhealthy image: %v", err)
+		}
+		if _, err := b.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "stays out") {
+			t.Fatalf("Run after the failure: %v", err)
+		}
+	})
+	t.Run("another image booted", func(t *testing.T) {
+		b, h := node(t, base, pool)
+		run(t, b, Rebooting)
+		// Power lost before the shutdown: nothing finalized, the base boots.
+		if err := h.sim.Crash(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "did not boot") {
+			t.Fatalf("Run after booting the base again: %v", err)
+		}
+	})
+}
