@@ -113,7 +113,7 @@ func (e *Evaluator) Nodes(ctx context.Context, gates []v1alpha1.RolloutGate, nod
 		for _, n := range nodes {
 			if pod, ok := found[n]; ok {
 				if _, ok := blocked[n]; !ok {
-					blocked[n] = Verdict{Gate: g.Name, Kind: KindBlockingPods, Message: "pod " + pod + " runs on node " + n}
+					blocked[n] = Verdict{Gate: g.Name, Kind: KindBlockingPods, Message: "pod " + pod + " runs on it"}
 				}
 			}
 		}
