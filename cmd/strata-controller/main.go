@@ -31,8 +31,8 @@ import (
 	"github.com/strata-dev/strata/controllers/node"
 	"github.com/strata-dev/strata/controllers/pullsecret"
 	"github.com/strata-dev/strata/controllers/render"
-	"github.com/strata-dev/strata/internal/memlimit"
 	"github.com/strata-dev/strata/internal/gate"
+	"github.com/strata-dev/strata/internal/memlimit"
 	"github.com/strata-dev/strata/internal/scheme"
 	"github.com/strata-dev/strata/internal/version"
 )

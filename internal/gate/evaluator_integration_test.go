@@ -128,7 +128,6 @@ func TestPrometheusCAAndToken(t *testing.T) {
 	}
 }
 
-
 // TestCELGate reads a real custom resource (a MachineConfigPool stands
 // for any CR: a storage cluster's, say) and a core object.
 func TestCELGate(t *testing.T) {
