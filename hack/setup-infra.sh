@@ -98,6 +98,9 @@ envtest() {
 	# The renderer's disable test runs the real systemctl inside an image,
 	# as a bootc base image has it (containerfile/systemd_test.go).
 	apt_ensure systemctl -- systemd
+	# Gate tests ask a real Prometheus (test/testprometheus); the test
+	# cluster runs one too (hack/cluster/up.sh).
+	apt_ensure prometheus promtool -- prometheus
 	build_etcd
 	build_kube kube-apiserver kubectl
 	go_install registry github.com/distribution/distribution/v3/cmd/registry "$REGISTRY_VERSION"
