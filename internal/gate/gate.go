@@ -121,16 +121,6 @@ func (e *Evaluator) Nodes(ctx context.Context, gates []v1alpha1.RolloutGate, nod
 	return blocked, failed
 }
 
-// HasPoolGates reports whether gates hold any prometheus or cel gate.
-func HasPoolGates(gates []v1alpha1.RolloutGate) bool {
-	for i := range gates {
-		if gates[i].Prometheus != nil || gates[i].CEL != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // HasNodeGates reports whether gates hold any blockingPods gate.
 func HasNodeGates(gates []v1alpha1.RolloutGate) bool {
 	for i := range gates {
