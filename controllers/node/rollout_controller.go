@@ -224,8 +224,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if next := s.window.state.Transition(); s.window.set && s.window.err == nil && !next.IsZero() {
 		res.RequeueAfter = next.Sub(now)
 	}
-	// Nor does a gate's clearing: check again soon.
-	if s.gates.held() || len(s.result.Blocked) > 0 {
+	// Nor does a gate's clearing: check again soon. (An invalid gate
+	// waits for its fix, a spec change the watch sees.)
+	if len(s.gates.holding) > 0 || len(s.result.Blocked) > 0 {
 		if d := r.gateRecheck(); res.RequeueAfter == 0 || d < res.RequeueAfter {
 			res.RequeueAfter = d
 		}
