@@ -69,7 +69,7 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 			s.gates.invalid.ToAggregate(), res.UpdatedCount, res.MachineCount, what)
 	case s.gates.held():
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonHeldByGate
-		updated.Message = fmt.Sprintf("Held by %s: %d of %d nodes run %s",
+		updated.Message = fmt.Sprintf("Held by %s; %d of %d nodes run %s",
 			verdicts(s.gates.holding), res.UpdatedCount, res.MachineCount, what)
 	case len(res.Blocked) > 0 && !res.Updating:
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonHeldByGate
