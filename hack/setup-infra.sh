@@ -99,8 +99,10 @@ envtest() {
 	# as a bootc base image has it (containerfile/systemd_test.go).
 	apt_ensure systemctl -- systemd
 	# The alerting rules (config/prometheus) are checked and unit-tested
-	# with promtool (internal/metrics/rules_test.go).
-	apt_ensure promtool -- prometheus
+	# with promtool (internal/metrics/rules_test.go); gate tests ask a real
+	# Prometheus (test/testprometheus), and the test cluster runs one too
+	# (hack/cluster/up.sh).
+	apt_ensure prometheus promtool -- prometheus
 	build_etcd
 	build_kube kube-apiserver kubectl
 	go_install registry github.com/distribution/distribution/v3/cmd/registry "$REGISTRY_VERSION"

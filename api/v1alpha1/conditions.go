@@ -228,3 +228,15 @@ const (
 // configuration layer that Strata appends to an admin stage: the daemon
 // knows by it that the layers below are the base and the admin stage.
 const ConfigLayerCreatedBy = "strata: configuration of "
+
+// Gate reasons, of a pool's Updated and Updating conditions (see
+// gates_types.go).
+const (
+	// ReasonHeldByGate: nodes are to be updated, but a gate holds them:
+	// the message names the gate and says why.
+	ReasonHeldByGate = "HeldByGate"
+	// ReasonInvalidGate: a gate cannot be read (a regular expression or
+	// CEL expression that does not compile); no node is taken until it is
+	// fixed. The message names the field.
+	ReasonInvalidGate = "InvalidGate"
+)

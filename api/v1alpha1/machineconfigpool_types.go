@@ -68,6 +68,13 @@ type MachineConfigPoolSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	MaintenanceWindows []MaintenanceWindow `json:"maintenanceWindows,omitempty"`
+
+	// gates are checked before each node is taken; all must pass.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Gates []RolloutGate `json:"gates,omitempty"`
 }
 
 // Weekday is a day of the week.

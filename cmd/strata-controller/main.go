@@ -33,6 +33,7 @@ import (
 	"github.com/strata-dev/strata/controllers/nodemetrics"
 	"github.com/strata-dev/strata/controllers/pullsecret"
 	"github.com/strata-dev/strata/controllers/render"
+	"github.com/strata-dev/strata/internal/gate"
 	"github.com/strata-dev/strata/internal/memlimit"
 	"github.com/strata-dev/strata/internal/scheme"
 	"github.com/strata-dev/strata/internal/version"
@@ -193,6 +194,10 @@ func run(o options) error {
 	if err := (&node.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("strata-rollout"),
+		// The gates read kinds nobody watches (any CEL object, pods on
+		// every node, the Prometheus CA and token): uncached, so that
+		// no informer needs list and watch on them.
+		Gates: &gate.Evaluator{Reader: mgr.GetAPIReader(), Namespace: namespace},
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the rollout controller: %w", err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/controllers/node/plan"
+	"github.com/strata-dev/strata/internal/gate"
 	"github.com/strata-dev/strata/internal/metrics"
 	"github.com/strata-dev/strata/internal/poolstatus"
 	"github.com/strata-dev/strata/internal/status"
@@ -35,6 +36,10 @@ import (
 const (
 	DefaultHealthCheckTimeout = 10 * time.Minute
 	DefaultDrainTimeout       = 10 * time.Minute
+	// DefaultGateRecheck is how soon a pool that a gate holds is
+	// reconciled again to re-check it: alerts, objects and pods change
+	// without an event the controller watches.
+	DefaultGateRecheck = 30 * time.Second
 )
 
 // Reconciler rolls each MachineConfigPool's nodes to the pool's target.
@@ -44,6 +49,12 @@ type Reconciler struct {
 	// Clock tells the time that maintenance windows are read against;
 	// nil is the real clock. Tests pass a fake one.
 	Clock clock.PassiveClock
+	// Gates evaluates the pools' spec.gates; nil reads through Client
+	// from strata-system.
+	Gates *gate.Evaluator
+	// GateRecheck is how soon a held pool is checked again; zero is
+	// DefaultGateRecheck.
+	GateRecheck time.Duration
 }
 
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigpools,verbs=get;list;watch
@@ -51,6 +62,12 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigs;machineosconfigs;machineosbuilds,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// Gates: blockingPods lists pods (the drain already may) and namespaces; a
+// Prometheus gate reads its CA and token from strata-system. A CEL gate's
+// object is granted by the admin (config/rbac/gate_reader_role.yaml).
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list
+// +kubebuilder:rbac:groups="",namespace=strata-system,resources=secrets;configmaps,verbs=get
 
 // SetupWithManager registers the reconciler. A pool is reconciled when it
 // changes (its spec, or the rendered config the render controller sets),
@@ -137,6 +154,7 @@ type scope struct {
 	nodes []plan.Node
 	// nodeErr is a failure to write a node, reported in the status.
 	nodeErr error
+	gates   gateState
 }
 
 // windowState is the pool's maintenance windows as of this reconcile.
@@ -189,11 +207,21 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	s.result = plan.Plan(planPool(pool, s.window), s.target.Target, nodes.plan)
+	s.gates.invalid = gate.Validate(pool.Spec.Gates)
+	pp := planPool(pool, s.window)
+	s.result = plan.Plan(pp, s.target.Target, nodes.plan)
 	s.nodes = nodes.plan
+	// Gates are checked only when a node is about to be taken: a settled
+	// pool asks no Prometheus anything.
+	if len(pool.Spec.Gates) > 0 && len(s.result.Actions) > 0 {
+		s.gates.checked = true
+		r.checkGates(ctx, s, nodes)
+		pp.Held = s.gates.held()
+		s.result = plan.Plan(pp, s.target.Target, nodes.plan)
+	}
 	log.FromContext(ctx).V(1).Info("Planned the rollout", "targetConfig", s.target.Config, "targetImage", s.target.Image,
 		"waiting", s.target.Waiting, "windowOpen", s.window.open(), "actions", len(s.result.Actions),
-		"updated", s.result.UpdatedCount, "machines", s.result.MachineCount)
+		"updated", s.result.UpdatedCount, "machines", s.result.MachineCount, "gateHeld", s.gates.held(), "blocked", len(s.result.Blocked))
 	s.nodeErr = r.apply(ctx, s, nodes.byName)
 	setMetrics(s, nodes)
 
@@ -205,6 +233,13 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var res ctrl.Result
 	if next := s.window.state.Transition(); s.window.set && s.window.err == nil && !next.IsZero() {
 		res.RequeueAfter = next.Sub(now)
+	}
+	// Nor does a gate's clearing: check again soon. (An invalid gate
+	// waits for its fix, a spec change the watch sees.)
+	if len(s.gates.holding) > 0 || len(s.result.Blocked) > 0 {
+		if d := r.gateRecheck(); res.RequeueAfter == 0 || d < res.RequeueAfter {
+			res.RequeueAfter = d
+		}
 	}
 	return res, s.nodeErr
 }
@@ -344,5 +379,9 @@ func (r *Reconciler) gateEvent(pool *v1alpha1.MachineConfigPool, old, now *metav
 		r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, v1alpha1.ReasonAwaitingImageApproval, "Gate", "%s", now.Message)
 	case v1alpha1.ReasonInvalidMaintenanceWindow:
 		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidMaintenanceWindow, "Schedule", "%s", now.Message)
+	case v1alpha1.ReasonInvalidGate:
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidGate, "Gate", "%s", now.Message)
+	case v1alpha1.ReasonHeldByGate:
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, v1alpha1.ReasonHeldByGate, "Gate", "%s", now.Message)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/controllers/node/plan"
+	"github.com/strata-dev/strata/internal/gate"
 	"github.com/strata-dev/strata/internal/status"
 )
 
@@ -63,9 +64,24 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonOutsideMaintenanceWindow
 		updated.Message = fmt.Sprintf("Outside the maintenance windows, %s: %d of %d nodes run %s",
 			nextOpening(s.window), res.UpdatedCount, res.MachineCount, what)
+	case len(s.gates.invalid) > 0:
+		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidGate
+		updated.Message = fmt.Sprintf("No node is taken until the gates are fixed: %v; %d of %d nodes run %s",
+			s.gates.invalid.ToAggregate(), res.UpdatedCount, res.MachineCount, what)
+	case s.gates.held():
+		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonHeldByGate
+		updated.Message = fmt.Sprintf("Held by %s; %d of %d nodes run %s",
+			verdicts(s.gates.holding), res.UpdatedCount, res.MachineCount, what)
+	case len(res.Blocked) > 0 && !res.Updating:
+		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonHeldByGate
+		updated.Message = fmt.Sprintf("Every node to be taken is held by a gate: %s; %d of %d nodes run %s",
+			blockedNodes(s.gates, res.Blocked), res.UpdatedCount, res.MachineCount, what)
 	default:
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonRollingOut
 		updated.Message = fmt.Sprintf("%d of %d nodes run %s", res.UpdatedCount, res.MachineCount, what)
+		if len(res.Blocked) > 0 {
+			updated.Message += "; not taken, held by a gate: " + blockedNodes(s.gates, res.Blocked)
+		}
 	}
 	if len(res.WaitingForDaemon) > 0 && !res.Updated {
 		updated.Message += fmt.Sprintf("; waiting for the daemon to record the original image of %s", listed(res.WaitingForDaemon))
@@ -75,6 +91,10 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		// before it is.
 		updated.Reason = v1alpha1.ReasonInvalidMaintenanceWindow
 		updated.Message += fmt.Sprintf("; the next update will be held until the maintenance windows are fixed: %v", s.window.err)
+	}
+	if res.Updated && len(s.gates.invalid) > 0 {
+		updated.Reason = v1alpha1.ReasonInvalidGate
+		updated.Message += fmt.Sprintf("; the next update will be held until the gates are fixed: %v", s.gates.invalid.ToAggregate())
 	}
 	if len(s.target.ignored) > 0 {
 		updated.Message += fmt.Sprintf("; not applied, since the pool has no MachineOSConfig to build an image: %s (only /var-bound files reach its nodes)",
@@ -89,8 +109,10 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		updating.Status, updating.Reason = metav1.ConditionTrue, v1alpha1.ReasonRollingOut
 		updating.Message = fmt.Sprintf("Updating to %s: %d of %d nodes updated, %d unavailable (maxUnavailable %d)",
 			what, res.UpdatedCount, res.MachineCount, res.UnavailableCount, res.MaxUnavailable)
-		if !s.window.open() {
+		if !s.window.open() || s.gates.held() || updated.Reason == v1alpha1.ReasonInvalidGate {
 			updating.Message += "; nodes already updating finish, no other node is taken: " + updated.Message
+		} else if len(res.Blocked) > 0 {
+			updating.Message += "; not taken, held by a gate: " + blockedNodes(s.gates, res.Blocked)
 		}
 	case pool.Spec.Paused:
 		updating.Status, updating.Reason, updating.Message = metav1.ConditionFalse, v1alpha1.ReasonPaused, "The pool is paused"
@@ -145,6 +167,33 @@ func windowStatus(w windowState) *v1alpha1.MaintenanceWindowStatus {
 		out.NextOpensAt = &metav1.Time{Time: t}
 	}
 	return out
+}
+
+// verdicts lists the gates that hold the pool, each with its reason.
+func verdicts(vs []gate.Verdict) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = v.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// blockedNodes lists the nodes a gate passed over, each with why.
+func blockedNodes(g gateState, nodes []string) string {
+	parts := make([]string, 0, min(len(nodes), maxListed)+1)
+	for i, n := range nodes {
+		if i == maxListed {
+			parts = append(parts, fmt.Sprintf("and %d more", len(nodes)-maxListed))
+			break
+		}
+		v, ok := g.blocked[n]
+		if !ok {
+			parts = append(parts, "node "+n)
+			continue
+		}
+		parts = append(parts, "node "+n+" by "+v.String())
+	}
+	return strings.Join(parts, "; ")
 }
 
 // nextOpening tells when the next window opens, in the first window's

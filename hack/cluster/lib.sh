@@ -38,6 +38,9 @@ KCM_PORT=10257
 SCHEDULER_PORT=10259
 KUBELET_PORT=10250
 KUBELET_HEALTHZ_PORT=10248
+# Prometheus (up.sh): scrapes strata-controller, evaluates the rules the e2e
+# specs write under $state/prometheus/rules (POST /-/reload after a change).
+PROMETHEUS_PORT=19090
 CNI_BRIDGE=strata0
 CNI_SUBNET=10.244.77.0/24
 SERVICE_CIDR=10.96.0.0/24

@@ -16,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"
 
-components=(registry etcd kube-apiserver kube-controller-manager kube-scheduler kwok containerd kubelet)
+components=(registry etcd kube-apiserver kube-controller-manager kube-scheduler kwok containerd kubelet prometheus)
 
 healthy() {
 	local c
@@ -39,7 +39,7 @@ fi
 
 # Another cluster (say, from another checkout) would answer our health
 # checks and make this one look up; refuse instead.
-ports=("$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT" "$SCHEDULER_PORT" "$KUBELET_PORT" "$KUBELET_HEALTHZ_PORT")
+ports=("$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT" "$SCHEDULER_PORT" "$KUBELET_PORT" "$KUBELET_HEALTHZ_PORT" "$PROMETHEUS_PORT")
 filter=$(printf 'sport = :%s or ' "${ports[@]}")
 busy=$(ss -Hltn "( ${filter% or } )" 2>/dev/null || true)
 [[ -z $busy ]] || die "the test cluster's ports are in use (another test cluster? make cluster-down in its checkout): $(echo $busy)"
@@ -47,7 +47,7 @@ busy=$(ss -Hltn "( ${filter% or } )" 2>/dev/null || true)
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl registry crane kwok; do
 	[[ -x $bin/$b ]] || die "$bin/$b missing; run hack/setup-infra.sh cluster (make cluster-up does)"
 done
-for b in containerd containerd-shim-runc-v2 runc iptables openssl curl /usr/lib/cni/bridge; do
+for b in containerd containerd-shim-runc-v2 runc iptables openssl curl /usr/lib/cni/bridge prometheus promtool; do
 	command -v "$b" >/dev/null || die "$b missing; run hack/setup-infra.sh cluster"
 done
 
@@ -310,6 +310,39 @@ wait_for "the kubelet's healthz" 60 curl -fsS "http://127.0.0.1:$KUBELET_HEALTHZ
 wait_for "node $NODE_NAME to register" 60 k get node "$NODE_NAME"
 k wait --for=condition=Ready "node/$NODE_NAME" --timeout=120s >/dev/null
 wait_for "the default service account" 60 k -n default get serviceaccount default
+
+# --- Prometheus (Debian's package, not its systemd unit): scrapes
+# strata-controller's metrics on the host's 8443 (config/testcluster) as a
+# user's Prometheus would, with the token of a ServiceAccount bound to
+# strata-metrics-reader (deploy.sh installs the role; a binding may come
+# first). Its rules are the files under $state/prometheus/rules, which e2e
+# specs write and load with POST /-/reload.
+log "starting prometheus on 127.0.0.1:$PROMETHEUS_PORT"
+mkdir -p "$state/prometheus/rules" "$state/prometheus/data"
+k -n kube-system create serviceaccount prometheus >/dev/null
+k create clusterrolebinding strata-test-prometheus --clusterrole strata-metrics-reader \
+	--serviceaccount kube-system:prometheus >/dev/null
+k -n kube-system create token prometheus --duration 48h >"$state/prometheus/token"
+# The controller's metrics certificate is self-signed (the kubebuilder
+# scaffold's default), hence insecure_skip_verify: test cluster only.
+cat >"$state/prometheus/prometheus.yml" <<EOF
+global:
+  scrape_interval: 2s
+  evaluation_interval: 2s
+rule_files: ["$state/prometheus/rules/*.yaml"]
+scrape_configs:
+- job_name: strata-controller
+  scheme: https
+  tls_config: {insecure_skip_verify: true}
+  authorization: {credentials_file: "$state/prometheus/token"}
+  static_configs: [{targets: ["127.0.0.1:8443"]}]
+EOF
+promtool check config "$state/prometheus/prometheus.yml" >>"$logs/prometheus.log" 2>&1 ||
+	die "promtool refuses the Prometheus configuration; see $logs/prometheus.log"
+start_proc prometheus prometheus --config.file "$state/prometheus/prometheus.yml" \
+	--storage.tsdb.path "$state/prometheus/data" --web.listen-address "127.0.0.1:$PROMETHEUS_PORT" \
+	--web.enable-lifecycle --log.level warn
+wait_for prometheus 60 curl -fsS "http://127.0.0.1:$PROMETHEUS_PORT/-/ready"
 
 # A canary simulated node proves kwok runs and its stages load: Ready, then
 # gone (its Lease goes with it: kwok makes the Node its owner).

@@ -148,6 +148,20 @@ func GateHeld(pool, gate string, isHeld bool) {
 	PoolGateHeld.WithLabelValues(pool, gate).Set(boolValue(isHeld))
 }
 
+// ForgetGatesExcept removes the pool's gate gauges of gates not in keep:
+// a gate taken out of the pool's spec must not stay "held" in a series
+// that an alert reads.
+func ForgetGatesExcept(pool string, keep map[string]bool) {
+	held.Lock()
+	defer held.Unlock()
+	for k := range held.m {
+		if k[0] == pool && !keep[k[1]] {
+			delete(held.m, k)
+			PoolGateHeld.DeleteLabelValues(pool, k[1])
+		}
+	}
+}
+
 // ForgetPool removes a deleted pool's gauges; its counters and histograms
 // stay (a rate over them stays right).
 func ForgetPool(pool string) {

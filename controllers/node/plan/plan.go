@@ -19,6 +19,9 @@ type Pool struct {
 	// cannot be read). No node is taken; nodes already sent their desired
 	// pair finish, and the pool stays Updating while they do.
 	OutsideWindow bool
+	// Held: a gate of the pool (spec.gates) holds every node, or cannot
+	// be evaluated. No node is taken, as outside a window.
+	Held bool
 }
 
 // Target is what the pool's nodes should run.
@@ -49,6 +52,10 @@ type Node struct {
 	Pools []string
 
 	CurrentConfig, CurrentImage, DesiredConfig, DesiredImage, OriginalImage, State, Reason string // the annotations
+
+	// Blocked: a gate holds this node (a blocking pod runs on it). It is
+	// not taken, and frees its place for another.
+	Blocked bool
 }
 
 // Action asks the controller to set the desiredConfig and desiredImage
@@ -91,6 +98,9 @@ type Result struct {
 	Degraded         []NodeProblem // nodes with state Degraded, by name, with their reason
 	Conflicts        []string      // nodes selected by several pools, by name
 	WaitingForDaemon []string      // nodes that need their OriginalImage but have none recorded yet, by name
+	// Blocked lists the nodes that would have been taken but for a gate
+	// on the node (Node.Blocked), by name.
+	Blocked []string
 }
 
 // candidate is a node whose desired pair is not the target yet.
@@ -168,8 +178,8 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 	r.MaxUnavailable = maxUnavailable(pool.MaxUnavailable, int(r.MachineCount))
 	r.Halted = measured && r.FailedCount >= max(pool.MaxFailedNodes, 1)
 
-	if !pool.Paused && !pool.OutsideWindow && target.Waiting == "" && measured && !r.Halted && len(candidates) > 0 {
-		r.Actions = take(candidates, r.MaxUnavailable-int(r.UnavailableCount), target.Config)
+	if !pool.Paused && !pool.OutsideWindow && !pool.Held && target.Waiting == "" && measured && !r.Halted && len(candidates) > 0 {
+		r.Actions, r.Blocked = take(candidates, r.MaxUnavailable-int(r.UnavailableCount), target.Config)
 	}
 	r.PendingCount = int32(len(candidates) - len(r.Actions))
 	r.Updated = target.Waiting == "" && measured && r.UpdatedCount == r.MachineCount
@@ -182,8 +192,9 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 }
 
 // take returns the actions for every unavailable candidate and for
-// available candidates, by name, while capacity lasts.
-func take(candidates []candidate, capacity int, config string) []Action {
+// available candidates, by name, while capacity lasts, and the blocked
+// candidates it passed over on the way.
+func take(candidates []candidate, capacity int, config string) ([]Action, []string) {
 	slices.SortFunc(candidates, func(a, b candidate) int {
 		if a.unavailable != b.unavailable {
 			if a.unavailable {
@@ -194,7 +205,14 @@ func take(candidates []candidate, capacity int, config string) []Action {
 		return cmp.Compare(a.node.Name, b.node.Name)
 	})
 	var actions []Action
+	var blocked []string
 	for _, c := range candidates {
+		if c.node.Blocked {
+			if c.unavailable || capacity > 0 {
+				blocked = append(blocked, c.node.Name)
+			}
+			continue
+		}
 		if !c.unavailable {
 			if capacity <= 0 {
 				break
@@ -207,7 +225,8 @@ func take(candidates []candidate, capacity int, config string) []Action {
 		actions = append(actions, Action{Node: c.node.Name, Config: config, Image: c.image})
 	}
 	slices.SortFunc(actions, func(a, b Action) int { return cmp.Compare(a.Node, b.Node) })
-	return actions
+	slices.Sort(blocked)
+	return actions, blocked
 }
 
 // unavailable reports whether n cannot be counted on to run workloads: not

@@ -75,6 +75,11 @@ func (n Node) pools(p ...string) Node {
 	return n
 }
 
+func (n Node) blocked() Node {
+	n.Blocked = true
+	return n
+}
+
 func (n Node) original(image string) Node {
 	n.OriginalImage = image
 	return n
@@ -235,6 +240,41 @@ func TestPlan(t *testing.T) {
 			target: tB,
 			nodes:  []Node{nd("w1"), nd("w2")},
 			want:   Result{MaxUnavailable: 1, MachineCount: 2, PendingCount: 2},
+		},
+		{
+			name:   "held by a gate: no action, the node in flight keeps the pool updating",
+			pool:   Pool{Name: "worker", MaxUnavailable: num(3), Held: true},
+			target: tB,
+			nodes:  []Node{nd("w1").sent(c2, imgB).in(working), nd("w2"), nd("w3").notReady()},
+			want:   Result{MaxUnavailable: 3, MachineCount: 3, UnavailableCount: 2, PendingCount: 2, Updating: true},
+		},
+		{
+			name:   "a blocked node is passed over and the next one taken in its place",
+			pool:   worker,
+			target: tB,
+			nodes:  []Node{nd("w1").blocked(), nd("w2"), nd("w3")},
+			want: Result{
+				Actions:        []Action{{Node: "w2", Config: c2, Image: imgB}},
+				MaxUnavailable: 1, MachineCount: 3, PendingCount: 2, Updating: true, Blocked: []string{"w1"},
+			},
+		},
+		{
+			name:   "a blocked unavailable node is not taken either (and being unavailable, it still counts)",
+			pool:   worker,
+			target: tB,
+			nodes:  []Node{nd("w1").notReady().blocked(), nd("w2")},
+			want: Result{
+				MaxUnavailable: 1, MachineCount: 2, UnavailableCount: 1, PendingCount: 2, Blocked: []string{"w1"},
+			},
+		},
+		{
+			name:   "every candidate blocked: nothing taken, not updating",
+			pool:   Pool{Name: "worker", MaxUnavailable: num(2)},
+			target: tB,
+			nodes:  []Node{nd("w1").blocked(), nd("w2").blocked(), nd("w3").on(c2, imgB)},
+			want: Result{
+				MaxUnavailable: 2, MachineCount: 3, UpdatedCount: 1, ReadyCount: 1, PendingCount: 2, Blocked: []string{"w1", "w2"},
+			},
 		},
 		{
 			name:   "waiting for a build: no action, not updated, counts against the given pair",

@@ -1,0 +1,165 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RolloutGate is one check the rollout controller makes before it takes a
+// node of the pool. Exactly one of prometheus, cel and blockingPods is
+// set. A gate that cannot be evaluated (Prometheus unreachable, an object
+// missing, an expression that does not compile) holds the rollout, as one
+// that fails does: gates fail closed.
+// +kubebuilder:validation:XValidation:rule="[has(self.prometheus), has(self.cel), has(self.blockingPods)].filter(x, x).size() == 1",message="exactly one of prometheus, cel and blockingPods must be set"
+type RolloutGate struct {
+	// name identifies the gate in the pool's conditions and Events.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// prometheus holds the rollout while alerts fire or a query returns
+	// something.
+	// +optional
+	Prometheus *PrometheusGate `json:"prometheus,omitempty"`
+
+	// cel holds the rollout while an expression over an object is not
+	// true.
+	// +optional
+	CEL *CELGate `json:"cel,omitempty"`
+
+	// blockingPods keeps a node from being taken while a matching pod
+	// runs on it; other nodes of the pool are still taken.
+	// +optional
+	BlockingPods *BlockingPodsGate `json:"blockingPods,omitempty"`
+}
+
+// PrometheusGate asks a Prometheus server, through its HTTP API, whether
+// the rollout may go on: exactly one of alerts and query is set.
+// +kubebuilder:validation:XValidation:rule="has(self.alerts) != has(self.query)",message="exactly one of alerts and query must be set"
+type PrometheusGate struct {
+	// url is the Prometheus server's base URL, such as
+	// https://prometheus.monitoring:9090; the gate calls /api/v1/alerts or
+	// /api/v1/query under it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')",message="url must be an http or https URL"
+	URL string `json:"url"`
+
+	// alerts holds the rollout while a firing alert matches (pending
+	// alerts do not count).
+	// +optional
+	Alerts *AlertFilter `json:"alerts,omitempty"`
+
+	// query is a PromQL instant query that must return an empty result
+	// (no series) for the rollout to go on, such as
+	// `up{job="ceph"} == 0`. A scalar or string result holds the rollout.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Query string `json:"query,omitempty"`
+
+	// ca is the PEM bundle that verifies the server's certificate, from a
+	// ConfigMap or a Secret in strata-system; without it the system's
+	// roots are used.
+	// +optional
+	CA *CABundleSource `json:"ca,omitempty"`
+
+	// bearerTokenSecret is the key of a Secret in strata-system whose value
+	// is sent as `Authorization: Bearer`. The token is never logged nor
+	// shown in status or Events.
+	// +optional
+	BearerTokenSecret *corev1.SecretKeySelector `json:"bearerTokenSecret,omitempty"`
+}
+
+// AlertFilter selects the alerts that hold a rollout: firing alerts whose
+// name matches nameRegexp, does not match ignoreNameRegexp, and that carry
+// every label in labels.
+type AlertFilter struct {
+	// nameRegexp is an RE2 expression the whole alert name must match.
+	// Empty: every alert.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	NameRegexp string `json:"nameRegexp,omitempty"`
+
+	// ignoreNameRegexp is an RE2 expression; alerts whose whole name
+	// matches it never hold the rollout (kured's --alert-filter-regexp).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	IgnoreNameRegexp string `json:"ignoreNameRegexp,omitempty"`
+
+	// labels an alert must carry, each with exactly this value.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// CABundleSource names a key holding PEM certificates, in a ConfigMap or a
+// Secret of strata-system: exactly one is set.
+// +kubebuilder:validation:XValidation:rule="has(self.configMapKeyRef) != has(self.secretKeyRef)",message="exactly one of configMapKeyRef and secretKeyRef must be set"
+type CABundleSource struct {
+	// configMapKeyRef is a key of a ConfigMap in strata-system.
+	// +optional
+	ConfigMapKeyRef *corev1.ConfigMapKeySelector `json:"configMapKeyRef,omitempty"`
+
+	// secretKeyRef is a key of a Secret in strata-system.
+	// +optional
+	SecretKeyRef *corev1.SecretKeySelector `json:"secretKeyRef,omitempty"`
+}
+
+// CELGate reads one object and evaluates a CEL expression over it, as
+// `object`; the rollout goes on only while the expression is true. The
+// controller needs RBAC to get the object's kind: see the README
+// ("Gates").
+type CELGate struct {
+	// apiVersion is the object's group and version, such as
+	// ceph.rook.io/v1, or v1 for the core group.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	APIVersion string `json:"apiVersion"`
+
+	// kind is the object's kind, such as CephCluster.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+
+	// name is the object's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// namespace is the object's namespace; empty for a cluster-scoped
+	// object.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+
+	// expression is a CEL expression over `object` (the whole object, as
+	// its JSON) that must evaluate to a bool, such as
+	// `object.status.ceph.health == "HEALTH_OK"`. A missing field is an
+	// error, and holds the rollout; guard with has() where a field may be
+	// absent.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Expression string `json:"expression"`
+}
+
+// BlockingPodsGate keeps a node from being taken while a pod that matches
+// runs on it (a pod bound to the node that has not finished), like kured's
+// --blocking-pod-selector.
+type BlockingPodsGate struct {
+	// podSelector selects the blocking pods by label.
+	// +required
+	PodSelector metav1.LabelSelector `json:"podSelector"`
+
+	// namespaceSelector restricts the pods to namespaces whose labels
+	// match. Absent: pods in every namespace.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+}
