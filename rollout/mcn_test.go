@@ -58,6 +58,7 @@ func (w *mcnWrites) sequence(t string) (statuses []metav1.ConditionStatus, times
 		if n := len(statuses); n > 0 && statuses[n-1] == c.Status {
 			if !c.LastTransitionTime.Time.Equal(times[n-1]) {
 				statuses = append(statuses, "lastTransitionTime changed without a status change")
+				times = append(times, c.LastTransitionTime.Time)
 			}
 			continue
 		}
@@ -134,8 +135,10 @@ func TestMachineConfigNodeFollowsAnUpdateOnTheSimulator(t *testing.T) {
 		want  []metav1.ConditionStatus
 		steps []int
 	}{
-		{v1alpha1.MCNUpdatePrepared, []metav1.ConditionStatus{U, T}, []int{0, 0}},
-		{v1alpha1.MCNImagePulledFromRegistry, []metav1.ConditionStatus{U, T}, []int{0, 0}},
+		// The daemon reads the desired config before it takes the update
+		// on: the first write says not yet.
+		{v1alpha1.MCNUpdatePrepared, []metav1.ConditionStatus{F, U, T}, []int{0, 0, 0}},
+		{v1alpha1.MCNImagePulledFromRegistry, []metav1.ConditionStatus{F, U, T}, []int{0, 0, 0}},
 		{v1alpha1.MCNCordoned, []metav1.ConditionStatus{F, U, T}, []int{0, 0, 1}},
 		{v1alpha1.MCNDrained, []metav1.ConditionStatus{F, U, T}, []int{0, 0, 2}},
 		{v1alpha1.MCNUpdateExecuted, []metav1.ConditionStatus{F, U, T}, []int{0, 0, 2}},
