@@ -171,6 +171,7 @@ func TestMachineConfigNodeFollowsAnUpdateOnTheSimulator(t *testing.T) {
 			t.Errorf("%s became True at write %d, %s at write %d: want %s first", first, i, then, j, first)
 		}
 	}
+	t.Logf("%d status writes for one update", len(w.statuses))
 	order(v1alpha1.MCNImagePulledFromRegistry, v1alpha1.MCNUpdatePrepared)
 	order(v1alpha1.MCNDrained, v1alpha1.MCNAppliedFiles)
 	order(v1alpha1.MCNRebootedNode, v1alpha1.MCNUpdateComplete)
