@@ -1,11 +1,14 @@
 package v1alpha1_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
@@ -83,4 +86,48 @@ func TestMachineConfigNodeImagePatterns(t *testing.T) {
 			t.Errorf("%s pattern %q, want DigestedPullSpecPattern", path, p.Pattern)
 		}
 	}
+}
+
+// TestMachineConfigNodeValidation: the API server refuses a
+// MachineConfigNode named after another node than its spec's, and images
+// not pinned by digest, naming the field.
+func TestMachineConfigNodeValidation(t *testing.T) {
+	ctx := context.Background()
+	image := "registry.example.com/strata/os@" + digest
+	for _, c := range []struct {
+		name string
+		mcn  v1alpha1.MachineConfigNode
+		want []string
+	}{
+		{"another node", v1alpha1.MachineConfigNode{
+			ObjectMeta: metav1.ObjectMeta{Name: "mcn-a"},
+			Spec:       v1alpha1.MachineConfigNodeSpec{Node: v1alpha1.LocalObjectReference{Name: "mcn-b"}},
+		}, []string{"spec.node.name should match metadata.name"}},
+		{"a tag", v1alpha1.MachineConfigNode{
+			ObjectMeta: metav1.ObjectMeta{Name: "mcn-c"},
+			Spec: v1alpha1.MachineConfigNodeSpec{Node: v1alpha1.LocalObjectReference{Name: "mcn-c"},
+				ConfigImage: v1alpha1.MachineConfigNodeSpecConfigImage{DesiredImage: "registry.example.com/strata/os:latest"}},
+		}, []string{"spec.configImage.desiredImage"}},
+	} {
+		err := env.Client.Create(ctx, &c.mcn)
+		if err == nil {
+			_ = env.Client.Delete(ctx, &c.mcn)
+			t.Errorf("%s: accepted", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v does not say %q", c.name, err, w)
+			}
+		}
+	}
+	ok := &v1alpha1.MachineConfigNode{
+		ObjectMeta: metav1.ObjectMeta{Name: "mcn-d"},
+		Spec: v1alpha1.MachineConfigNodeSpec{Node: v1alpha1.LocalObjectReference{Name: "mcn-d"},
+			ConfigImage: v1alpha1.MachineConfigNodeSpecConfigImage{DesiredImage: image}},
+	}
+	if err := env.Client.Create(ctx, ok); err != nil {
+		t.Fatalf("a valid MachineConfigNode: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ok) })
 }
