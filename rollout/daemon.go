@@ -98,6 +98,9 @@ type Daemon struct {
 	// would; crashed is then set, and the sync writes nothing more.
 	checkpoint func(action string) error
 	crashed    bool
+	// mcn is the node's MachineConfigNode as last written (mcn.go); nil
+	// means read it again.
+	mcn *v1alpha1.MachineConfigNode
 }
 
 // step lets a test kill the sync after action a.
@@ -208,6 +211,7 @@ func (d *Daemon) Sync(ctx context.Context) (res Result, err error) {
 			s.set = map[string]string{v1alpha1.ReasonAnnotation: clip(err.Error())}
 			_ = d.flush(ctx, s)
 		}
+		d.mirror(ctx, s)
 	}()
 	if !d.started {
 		if err := d.start(s); err != nil {
@@ -259,6 +263,8 @@ func (d *Daemon) Sync(ctx context.Context) (res Result, err error) {
 			}
 			return res, nil
 		}
+		// The MachineConfigNode shows each step, the time of each.
+		d.mirror(ctx, s)
 	}
 	return Result{}, fmt.Errorf("no waiting action after %d actions: a bug in decide", maxActions)
 }

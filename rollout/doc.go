@@ -109,6 +109,14 @@
 // When the check rolled the node back, failDidNotBoot reports its
 // verdict as the reason.
 //
+// After every step that changes what it says, the daemon mirrors its
+// state into the node's MachineConfigNode (mcn.go): the desired and
+// current pair and OpenShift's phase conditions, computed in one
+// function from the Node's annotations, bootc's status and the state
+// file. The annotations stay the protocol; the mirror is for people and
+// scripts, and a failed write of it is retried at the next step, never
+// holding the update back.
+//
 // The sub-packages hold the host side: bootc runs the bootc command (each
 // verb with a timeout) and parses its status, bootcheck is the boot
 // check's script and files, hostfs writes files under the host root

@@ -1,5 +1,5 @@
 // Package v1alpha1 holds the Strata API: MachineConfig, MachineConfigPool,
-// MachineOSConfig, MachineOSBuild and MachineConfiguration in the group
+// MachineOSConfig, MachineOSBuild, MachineConfiguration and MachineConfigNode in the group
 // machineconfiguration.strata.dev. It keeps the object model of OpenShift's
 // Machine Config Operator so its users feel at home. The package holds types,
 // validation markers and constants only; logic lives elsewhere.
@@ -32,6 +32,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&MachineOSConfig{}, &MachineOSConfigList{},
 		&MachineOSBuild{}, &MachineOSBuildList{},
 		&MachineConfiguration{}, &MachineConfigurationList{},
+		&MachineConfigNode{}, &MachineConfigNodeList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

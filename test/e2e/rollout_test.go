@@ -112,6 +112,17 @@ var _ = Describe("The rollout", Ordered, func() {
 
 		image := waitPoolImage(ctx, c, "")
 		waitNodesOn(ctx, c, nodes, image)
+		By("finding each node's MachineConfigNode Updated, on the built image")
+		for _, n := range nodes {
+			Eventually(func(g Gomega) {
+				m := &v1alpha1.MachineConfigNode{}
+				g.Expect(c.Get(ctx, client.ObjectKey{Name: n}, m)).To(Succeed())
+				g.Expect(m.Spec.Pool.Name).To(Equal(rolloutPool))
+				g.Expect(m.Status.ConfigImage.CurrentImage).To(Equal(image))
+				g.Expect(meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MCNUpdated)).To(BeTrue(), "conditions %v", m.Status.Conditions)
+				g.Expect(meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MCNRebootedNode)).To(BeTrue(), "conditions %v", m.Status.Conditions)
+			}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "node %s", n)
+		}
 		Expect(watcher.max()).To(Equal(1), "more nodes unavailable at once than maxUnavailable 1: %s", watcher)
 		for _, n := range nodes {
 			Expect(sims.Reboots(n)).To(Equal(1), "node %s", n)
