@@ -23,6 +23,10 @@ type Registry struct {
 	// Insecure lists host[:port]s reached over plain HTTP (the test
 	// registry on 127.0.0.1).
 	Insecure []string
+	// RegistriesDir is a registries.d directory to read, as a node's
+	// /etc/containers/registries.d; "" uses Strata's own, which reads
+	// sigstore attachments of every registry.
+	RegistriesDir string
 }
 
 // attachmentsConfig is the registries.d configuration under which
@@ -45,6 +49,9 @@ func (r Registry) systemContext(ctx context.Context, dir string, image reference
 	conf := filepath.Join(dir, "registries.conf")
 	if err := os.WriteFile(conf, nil, 0o600); err != nil {
 		return nil, err
+	}
+	if r.RegistriesDir != "" {
+		regd = r.RegistriesDir
 	}
 	sc := &types.SystemContext{
 		RegistriesDirPath:           regd,

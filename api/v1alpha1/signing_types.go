@@ -55,3 +55,19 @@ type ImageSignature struct {
 	// +kubebuilder:validation:MaxLength=80
 	KeyFingerprint string `json:"keyFingerprint"`
 }
+
+// ImageSignaturePolicyAnnotation, written by the rollout controller on a
+// node of a pool whose MachineOSConfig has spec.signing, is the JSON of a
+// NodeSignaturePolicy: what the daemon writes into the node's
+// /etc/containers before it switches, and the sign that it must switch
+// with bootc's --enforce-container-sigpolicy. Absent: no verification.
+const ImageSignaturePolicyAnnotation = Prefix + "imageSignaturePolicy"
+
+// NodeSignaturePolicy is the value of ImageSignaturePolicyAnnotation.
+type NodeSignaturePolicy struct {
+	// repository is the pool's push repository (registry/path): its images
+	// need a signature by one of publicKeys.
+	Repository string `json:"repository"`
+	// publicKeys are the trusted PEM public keys.
+	PublicKeys []string `json:"publicKeys"`
+}
