@@ -84,6 +84,7 @@ var errNoEnforcement = errors.New("bootc on this node has no switch --enforce-co
 var signatureRefusals = []string{
 	"A signature was required, but no signature exists",
 	"None of the signatures were accepted",
+	"cryptographic signature verification failed",
 	"is rejected by policy",
 	"Signature for identity",
 	"Signature for digest",

@@ -2,14 +2,11 @@ package signing_test
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
@@ -35,20 +32,6 @@ func registryOf(r *testregistry.Registry) signing.Registry {
 	return signing.Registry{Keychain: keychain{r.Auth()}, Insecure: []string{r.Host}}
 }
 
-// sigTag is where containers/image keeps image's sigstore signatures.
-func sigTag(t *testing.T, image string) name.Tag {
-	t.Helper()
-	d, err := name.NewDigest(image, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tag, err := name.NewTag(d.Context().Name()+":"+strings.Replace(d.DigestStr(), ":", "-", 1)+".sig", name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tag
-}
-
 // The whole cycle against a real registry (distribution) with a login:
 // what Strata signs, a node's keys accept; an unsigned image, another
 // key's signature and a tampered signature are refused, each as a
@@ -67,8 +50,8 @@ func TestSignAndVerify(t *testing.T) {
 		t.Fatalf("verify the signed image: %v", err)
 	}
 	// The signature is the attachment containers/image (so bootc) reads.
-	if _, err := remote.Head(sigTag(t, signed), remote.WithAuth(reg.Auth())); err != nil {
-		t.Fatalf("no sigstore attachment %s: %v", sigTag(t, signed), err)
+	if _, err := remote.Head(testregistry.SignatureTag(t, signed), remote.WithAuth(reg.Auth())); err != nil {
+		t.Fatalf("no sigstore attachment %s: %v", testregistry.SignatureTag(t, signed), err)
 	}
 	// A rotation: both keys are trusted, the image is signed by one.
 	if err := signing.Verify(ctx, signed, [][]byte{other.Public, kp.Public}, r); err != nil {
@@ -80,41 +63,7 @@ func TestSignAndVerify(t *testing.T) {
 	refused(t, "another key", signing.Verify(ctx, signed, [][]byte{other.Public}, r))
 
 	// Tampered: the signature's bytes changed in the attachment.
-	tag := sigTag(t, signed)
-	att, err := remote.Image(tag, remote.WithAuth(reg.Auth()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := att.Manifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const sigAnnotation = "dev.cosignproject.cosign/signature"
-	orig, err := base64.StdEncoding.DecodeString(m.Layers[0].Annotations[sigAnnotation])
-	if err != nil || len(orig) == 0 {
-		t.Fatalf("signature annotation %q: %v", m.Layers[0].Annotations[sigAnnotation], err)
-	}
-	orig[len(orig)/2] ^= 0xff
-	layers, err := att.Layers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tampered, err := mutate.ConfigFile(mutate.MediaType(emptyOCI(), m.MediaType), mustConfig(t, att))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ann := map[string]string{}
-	for k, v := range m.Layers[0].Annotations {
-		ann[k] = v
-	}
-	ann[sigAnnotation] = base64.StdEncoding.EncodeToString(orig)
-	tampered, err = mutate.Append(tampered, mutate.Addendum{Layer: layers[0], MediaType: m.Layers[0].MediaType, Annotations: ann})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(tag, tampered, remote.WithAuth(reg.Auth())); err != nil {
-		t.Fatal(err)
-	}
+	reg.TamperSignatures(t, signed)
 	refused(t, "tampered", signing.Verify(ctx, signed, [][]byte{kp.Public}, r))
 
 	// Signing again appends and keeps what was there: the good signature
@@ -134,15 +83,6 @@ func refused(t *testing.T, what string, err error) {
 		t.Fatalf("%s: got %v, want a RefusedError", what, err)
 	}
 	t.Logf("%s: %v", what, err)
-}
-
-func mustConfig(t *testing.T, img v1.Image) *v1.ConfigFile {
-	t.Helper()
-	c, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 func TestWrongPassphraseIsNamedNotLeaked(t *testing.T) {

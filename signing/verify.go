@@ -78,9 +78,13 @@ func evaluate(ctx context.Context, img string, p *signature.Policy, reg Registry
 	}
 	defer func() { _ = src.Close() }()
 	ok, err := pc.IsRunningImageAllowed(ctx, image.UnparsedInstance(src, nil))
+	// A rejection is a PolicyRequirementError, or with a single
+	// signature that signature's own InvalidSignatureError; anything else
+	// (a registry that did not answer) is not the image's fault.
 	var denied signature.PolicyRequirementError
+	var invalid signature.InvalidSignatureError
 	switch {
-	case errors.As(err, &denied):
+	case errors.As(err, &denied), errors.As(err, &invalid):
 		return &RefusedError{Image: img, Err: err}
 	case err != nil:
 		return fmt.Errorf("verify %s: %w", img, err)
