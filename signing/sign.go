@@ -12,6 +12,14 @@ import (
 	"go.podman.io/image/v5/signature/sigstore"
 )
 
+// KeyError is a private key that cannot be used (not a sigstore key, a
+// wrong passphrase): signing again with it cannot succeed.
+type KeyError struct{ Err error }
+
+func (e *KeyError) Error() string { return "load the signing key: " + e.Err.Error() }
+
+func (e *KeyError) Unwrap() error { return e.Err }
+
 // Sign adds a sigstore signature by key to image (repo@sha256:...) in
 // its registry, as a `sha256-<digest>.sig` attachment. Signatures
 // already there are kept, so an image signed before a key rotation stays
@@ -41,7 +49,7 @@ func Sign(ctx context.Context, image string, key PrivateKey, reg Registry) error
 	if err != nil {
 		// containers/image's message names the file and the cause
 		// (wrong passphrase, not a key), never the key's bytes.
-		return fmt.Errorf("load the signing key: %w", err)
+		return &KeyError{Err: err}
 	}
 	defer s.Close()
 	sc, err := reg.systemContext(ctx, dir, named)

@@ -1,0 +1,97 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/rollout/bootc"
+	"github.com/strata-dev/strata/signing"
+	"github.com/strata-dev/strata/sigpolicy"
+	"github.com/strata-dev/strata/test/testregistry"
+)
+
+type regKeychain struct{ a authn.Authenticator }
+
+func (k regKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.a, nil }
+
+// Issue 24 point 2 on the simulator: a node whose pool signs its images
+// gets the signature policy in its /etc before its first switch and
+// switches with --enforce-container-sigpolicy. An image pushed by hand
+// under the pool's repository is refused: the node reports Degraded with
+// the reason and keeps its image, nothing is staged and no drain is
+// asked for. A signed image then rolls out. A tampered signature is
+// refused the same way.
+func TestSignaturePolicyOnTheSimulator(t *testing.T) {
+	ctx := context.Background()
+	reg := testregistry.Start(t, "")
+	r := signing.Registry{Keychain: regKeychain{reg.Auth()}, Insecure: []string{reg.Host}}
+	key, err := signing.GenerateKeyPair([]byte("pass"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func(tag string) string {
+		img, err := mutate.AppendLayers(testregistry.Busybox(t), testregistry.FilesLayer(t, map[string]string{"etc/strata-sim-test": tag + "\n"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reg.Push(t, "strata/os:"+tag, img)
+	}
+	base, byHand, signed, tampered := push("base"), push("hand"), push("signed"), push("tampered")
+	for _, img := range []string{signed, tampered} {
+		if err := signing.Sign(ctx, img, key.Private, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg.TamperSignatures(t, tampered)
+
+	rg := newRig(t)
+	rg.bootSimulator(base)
+	pol, err := json.Marshal(v1alpha1.NodeSignaturePolicy{Repository: reg.Host + "/strata/os", PublicKeys: []string{string(key.Public)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg.annotate(map[string]*string{v1alpha1.ImageSignaturePolicyAnnotation: str(string(pol))})
+	config := rg.varConfig("one")
+
+	for _, img := range []string{byHand, tampered} {
+		rg.desire(img, config)
+		rg.converge()
+		n := rg.node()
+		reason := n.Annotations[v1alpha1.ReasonAnnotation]
+		if n.Annotations[v1alpha1.StateAnnotation] != v1alpha1.NodeStateDegraded || !strings.Contains(reason, "refused by the signature policy") {
+			t.Fatalf("desired %s: state %q reason %q, want Degraded and refused by the signature policy", img, n.Annotations[v1alpha1.StateAnnotation], reason)
+		}
+		t.Logf("refused: %s", reason)
+		if staged, booted := rg.sim.entries(); staged != "" || booted != bootc.DigestOf(base) {
+			t.Fatalf("after the refusal staged %q booted %q, want nothing staged and %s booted", staged, booted, bootc.DigestOf(base))
+		}
+		if got := rg.drains(); len(got) != 0 {
+			t.Fatalf("drains %v for a refused image", got)
+		}
+	}
+	// The policy is on the node, byte for byte what the image will carry.
+	files, err := sigpolicy.NodePolicy(reg.Host+"/strata/os", [][]byte{key.Public})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		got, err := rg.root.ReadFile(f.Path)
+		if err != nil || string(got) != string(f.Data) {
+			t.Fatalf("%s on the node: %q, %v; want the policy's bytes", filepath.Clean(f.Path), got, err)
+		}
+	}
+
+	rg.desire(signed, config)
+	rg.converge()
+	rg.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:        v1alpha1.NodeStateDone,
+		v1alpha1.CurrentImageAnnotation: signed,
+	})
+}
