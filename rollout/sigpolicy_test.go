@@ -53,6 +53,10 @@ func TestSignaturePolicyOnTheSimulator(t *testing.T) {
 
 	rg := newRig(t)
 	rg.bootSimulator(base)
+	// The daemon reads bootc's options as on a node (the simulated
+	// bootc 1.16 has --enforce-container-sigpolicy).
+	rg.lock = rg.sim
+	rg.restart()
 	pol, err := json.Marshal(v1alpha1.NodeSignaturePolicy{Repository: reg.Host + "/strata/os", PublicKeys: []string{string(key.Public)}})
 	if err != nil {
 		t.Fatal(err)
