@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -163,4 +164,52 @@ func TestUntrustedSigningKeyIsNamed(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// pinnedOf is tag's image by digest, repo@sha256:....
+func (f *fixture) pinnedOf(tag string) string {
+	f.t.Helper()
+	ref, err := name.ParseReference(tag, name.Insecure)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return ref.Context().Name() + "@" + f.digestOf(tag)
+}
+
+// Issue 24 point 4: with spec.baseImageVerification the base is built on
+// only when signed by one of the keys. The base tag moved to an image
+// nobody signed is refused by name (the field, the tag, the digest), the
+// pinned base is kept, and nothing new is built.
+func TestMovedBaseWithoutSignatureIsRefused(t *testing.T) {
+	f := newFixture(t, "vbase")
+	kp, err := signing.GenerateKeyPair([]byte("base"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := signing.Sign(context.Background(), f.pinnedOf(f.base), kp.Private, f.signingRegistry()); err != nil {
+		t.Fatal(err)
+	}
+	startController(t, f.reg, 0)
+	f.mosc(configLayer, noContainerfile, func(m *v1alpha1.MachineOSConfig) {
+		m.Spec.BaseImageVerification = &v1alpha1.BaseImageVerification{PublicKeys: []v1alpha1.PEMPublicKey{v1alpha1.PEMPublicKey(kp.Public)}}
+	})
+	a := waitCondition(t, waitNewBuild(t, "vbase").Name, v1alpha1.BuildSucceeded)
+	pinned := getMOSC(t, "vbase").Status.BaseImage.DigestedPullSpec
+
+	f.push("strata/base:1") // the tag moves to an unsigned image
+	moved := f.pinnedOf(f.base)
+	annotate(t, "vbase", v1alpha1.ResolveBaseAnnotation)
+	eventually(t, "Degraded BaseImageNotVerified naming the field and the moved base", func() error {
+		m := getMOSC(t, "vbase")
+		c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConfigDegraded)
+		if c == nil || c.Reason != v1alpha1.ReasonBaseImageNotVerified || !strings.Contains(c.Message, "spec.baseImagePullSpec") ||
+			!strings.Contains(c.Message, moved) || !strings.Contains(c.Message, "the pinned base "+pinned+" is kept") {
+			return fmt.Errorf("Degraded %+v", c)
+		}
+		return nil
+	})
+	m := getMOSC(t, "vbase")
+	if m.Status.BaseImage.DigestedPullSpec != pinned || m.Status.MachineOSBuild.Name != a.Name {
+		t.Fatalf("after the refusal: base %s, build %s; want %s and %s kept", m.Status.BaseImage.DigestedPullSpec, m.Status.MachineOSBuild.Name, pinned, a.Name)
+	}
 }
