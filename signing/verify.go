@@ -129,3 +129,9 @@ func VerifyEach(ctx context.Context, image string, keys [][]byte, reg Registry) 
 	}
 	return res, nil
 }
+
+// Attached is one sigstore signature found in an image's attachment.
+type Attached struct {
+	// Digest is the signature layer's digest.
+	Digest string `json:"digest"`
+}
