@@ -104,7 +104,7 @@ func (r *Reconciler) artifacts(s *scope, in *inputs, image string) ([]referrers.
 		RenderedConfig: in.rendered.Name,
 		InputHash:      in.result.InputHash,
 		Layer:          layer,
-		Spec:           &in.rendered.Spec,
+		Spec:           in.spec,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("make the SBOM of %s: %w", image, err)

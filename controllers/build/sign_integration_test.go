@@ -97,6 +97,17 @@ func TestImagesAreSigned(t *testing.T) {
 		t.Fatalf("the published image does not verify: %v", err)
 	}
 	noKeyLeaks(t, b, kp)
+	// The image carries the policy its nodes verify with, byte for byte
+	// what the daemon writes before the switch.
+	files, err := sigpolicy.NodePolicy(f.reg.Host+"/strata/signed", [][]byte{kp.Public})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pf := range files {
+		if got := f.topLayerFile(b.Status.DigestedImagePushSpec, pf.Path); got != string(pf.Data) {
+			t.Errorf("%s in the configuration layer = %q, want %q", pf.Path, got, pf.Data)
+		}
+	}
 }
 
 // With imageApproval Required, a signature means "approved": nothing is
