@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,4 +99,29 @@ func TestSignaturePolicyOnTheSimulator(t *testing.T) {
 		v1alpha1.StateAnnotation:        v1alpha1.NodeStateDone,
 		v1alpha1.CurrentImageAnnotation: signed,
 	})
+
+	// A key rotation (README): both keys trusted, then only the new one.
+	// Images signed by the new key roll out with no refusal at either
+	// step.
+	newKey, err := signing.GenerateKeyPair([]byte("new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, keys := range [][]string{{string(key.Public), string(newKey.Public)}, {string(newKey.Public)}} {
+		img := push(fmt.Sprintf("rotated-%d", i))
+		if err := signing.Sign(ctx, img, newKey.Private, r); err != nil {
+			t.Fatal(err)
+		}
+		pol, err := json.Marshal(v1alpha1.NodeSignaturePolicy{Repository: reg.Host + "/strata/os", PublicKeys: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rg.annotate(map[string]*string{v1alpha1.ImageSignaturePolicyAnnotation: str(string(pol))})
+		rg.desire(img, config)
+		rg.converge()
+		rg.expectAnnotations(map[string]string{
+			v1alpha1.StateAnnotation:        v1alpha1.NodeStateDone,
+			v1alpha1.CurrentImageAnnotation: img,
+		})
+	}
 }
