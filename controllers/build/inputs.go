@@ -25,10 +25,12 @@ type inputs struct {
 	rendered *v1alpha1.MachineConfig
 	// spec is what the image is made of: the rendered spec, plus the
 	// signature policy of a signing MachineOSConfig (withSignaturePolicy).
-	spec   *v1alpha1.MachineConfigSpec
-	base   string // registry/repository@sha256:...
-	result *containerfile.Result
-	hash   string
+	spec *v1alpha1.MachineConfigSpec
+	// signingKey is the signing key's fingerprint, for the provenance.
+	signingKey string
+	base       string // registry/repository@sha256:...
+	result     *containerfile.Result
+	hash       string
 }
 
 // gatherInputs reads and checks everything the build depends on. Bad

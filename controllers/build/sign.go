@@ -127,3 +127,23 @@ func setSigned(b *v1alpha1.MachineOSBuild, ok bool, reason, msg string) {
 		Message: status.Truncate(msg, 4096), ObservedGeneration: b.Generation,
 	})
 }
+
+// signingIdentity is the fingerprint of the signing key's public key
+// (cosign.pub of spec.signing.keySecret), recorded in the provenance; ""
+// when the pool does not sign or the Secret cannot be read yet (signImage
+// reports that).
+func (r *Reconciler) signingIdentity(ctx context.Context, s *scope) string {
+	sg := s.mosc.Spec.Signing
+	if sg == nil {
+		return ""
+	}
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Config.Namespace, Name: sg.KeySecret.Name}, secret); err != nil {
+		return ""
+	}
+	fp, err := sigpolicy.Fingerprint(secret.Data[signingPublicKeyData])
+	if err != nil {
+		return ""
+	}
+	return fp
+}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/provenance"
 	"github.com/strata-dev/strata/signing"
 	"github.com/strata-dev/strata/sigpolicy"
 )
@@ -97,6 +98,22 @@ func TestImagesAreSigned(t *testing.T) {
 		t.Fatalf("the published image does not verify: %v", err)
 	}
 	noKeyLeaks(t, b, kp)
+	// The provenance records the signing identity.
+	var prov []byte
+	for _, r := range f.listReferrers(b.Status.DigestedImagePushSpec) {
+		if r.ArtifactType == provenance.ArtifactType {
+			if prov, err = f.referrers().Read(context.Background(), b.Status.DigestedImagePushSpec, r, f.keychain()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var st provenance.Statement
+	if err := json.Unmarshal(prov, &st); err != nil {
+		t.Fatalf("provenance %q: %v", prov, err)
+	}
+	if got := st.Predicate.BuildDefinition.InternalParameters.SigningKey; got != fp {
+		t.Errorf("the provenance's signingKey is %q, want %s", got, fp)
+	}
 	// The image carries the policy its nodes verify with, byte for byte
 	// what the daemon writes before the switch.
 	files, err := sigpolicy.NodePolicy(f.reg.Host+"/strata/signed", [][]byte{kp.Public})
