@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -123,5 +124,25 @@ func TestSignaturePolicyOnTheSimulator(t *testing.T) {
 			v1alpha1.StateAnnotation:        v1alpha1.NodeStateDone,
 			v1alpha1.CurrentImageAnnotation: img,
 		})
+	}
+}
+
+// refusedBySignature tells a refusal (retrying cannot help: the node is
+// Degraded) from a failure to fetch (retried).
+func TestRefusedBySignature(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"bootc switch: exit status 1: error: Switching: Pulling: Creating importer: failed to invoke method OpenImage: A signature was required, but no signature exists": true,
+		"... Source image rejected: None of the signatures were accepted, reasons: x; y":                                                                                  true,
+		"... cryptographic signature verification failed: invalid signature when validating ASN.1 encoded signature":                                                      true,
+		"error: containers-policy.json specifies a default of `insecureAcceptAnything`; refusing usage":                                                                   true,
+		"bootc switch: exit status 1: error: Pulling: reading manifest: dial tcp 10.0.0.1:443: connect: connection refused":                                               false,
+		"bootc switch: timed out after 1h0m0s": false,
+	} {
+		if got := refusedBySignature(errors.New(msg)); got != want {
+			t.Errorf("refusedBySignature(%q) = %v, want %v", msg, got, want)
+		}
+	}
+	if !refusedBySignature(fmt.Errorf("stage: %w", errNoEnforcement)) {
+		t.Error("a bootc that cannot enforce is not a refusal")
 	}
 }
