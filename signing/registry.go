@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -125,13 +124,4 @@ func tempDir() (string, func(), error) {
 		return "", nil, err
 	}
 	return dir, func() { _ = os.RemoveAll(dir) }, nil
-}
-
-// short is a digest's first 12 hex digits, for messages.
-func short(d string) string {
-	_, hex, _ := strings.Cut(d, ":")
-	if len(hex) > 12 {
-		return hex[:12]
-	}
-	return hex
 }

@@ -52,7 +52,7 @@ func (s *Sim) verifySigPolicy(ctx context.Context, image string) error {
 		return err
 	}
 	reg := signing.Registry{Keychain: kc, RegistriesDir: filepath.Join(s.Root, "etc", "containers", "registries.d")}
-	if ref.Context().Registry.Scheme() == "http" {
+	if ref.Context().Scheme() == "http" {
 		reg.Insecure = []string{ref.Context().RegistryStr()}
 	}
 	if err := signing.VerifyPolicy(ctx, image, rooted, reg); err != nil {
