@@ -52,6 +52,11 @@ const (
 	// failed, or the current image is gone from the registry; nodes keep
 	// the image they run.
 	ConfigDegraded = "Degraded"
+	// ConfigBaseImageVerified (only with spec.baseImageVerification): the
+	// base image last resolved carries a signature by one of its keys.
+	// False names the field, the tag and the digest that was refused; the
+	// pinned base is kept and built on until a resolve verifies.
+	ConfigBaseImageVerified = "BaseImageVerified"
 )
 
 // Condition reasons.
@@ -124,6 +129,7 @@ const (
 	ReasonSigningFailed          = "SigningFailed"
 	ReasonAwaitingImageSignature = "AwaitingImageSignature"
 	ReasonBaseImageNotVerified   = "BaseImageNotVerified"
+	ReasonBaseImageVerified      = "BaseImageVerified"
 )
 
 // Annotation and label keys, all under the Strata prefix.

@@ -258,10 +258,12 @@ func (r *Reconciler) pinBase(ctx context.Context, s *scope, spec, fieldName stri
 		s.problem = &problem{v1alpha1.ReasonBaseUnreachable, fmt.Sprintf("%s: %v", fieldName, err)}
 		return ""
 	}
-	if v := mosc.Spec.BaseImageVerification; v != nil {
-		if !r.verifyBase(ctx, s, spec, base, fieldName, kc) {
-			return ""
+	if !r.verifyBase(ctx, s, spec, base, fieldName, kc) {
+		if pinned != nil && s.problem == nil {
+			s.requeue(interval)
+			return pinned.DigestedPullSpec
 		}
+		return ""
 	}
 	if pinned != nil && pinned.DigestedPullSpec != base {
 		log.FromContext(ctx).Info("Base image updated", "pullSpec", spec, "from", pinned.DigestedPullSpec, "to", base)

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/provenance"
@@ -138,9 +140,10 @@ func TestSignedOnlyOnceApproved(t *testing.T) {
 	})
 	b := waitCondition(t, waitNewBuild(t, "approved").Name, v1alpha1.BuildSucceeded)
 	// Succeeded is written in the reconcile that pushed; the next ones
-	// see the build succeeded and unapproved. Wait for one more
-	// reconcile after that, then check nothing was signed.
+	// see the build succeeded and unapproved. Bring one more reconcile
+	// (the signing Secret touched), then check nothing was signed.
 	n := reconciles(t)
+	touchSecret(t, "approved-key")
 	eventually(t, "another reconcile", func() error {
 		if reconciles(t) <= n {
 			return errors.New("none yet")
@@ -227,17 +230,48 @@ func TestMovedBaseWithoutSignatureIsRefused(t *testing.T) {
 	f.push("strata/base:1") // the tag moves to an unsigned image
 	moved := f.pinnedOf(f.base)
 	annotate(t, "vbase", v1alpha1.ResolveBaseAnnotation)
-	eventually(t, "Degraded BaseImageNotVerified naming the field and the moved base", func() error {
+	if c := meta.FindStatusCondition(getMOSC(t, "vbase").Status.Conditions, v1alpha1.ConfigBaseImageVerified); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("BaseImageVerified %+v for the signed base", c)
+	}
+	eventually(t, "BaseImageVerified=False naming the field and the moved base", func() error {
 		m := getMOSC(t, "vbase")
-		c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConfigDegraded)
-		if c == nil || c.Reason != v1alpha1.ReasonBaseImageNotVerified || !strings.Contains(c.Message, "spec.baseImagePullSpec") ||
+		c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.ConfigBaseImageVerified)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonBaseImageNotVerified || !strings.Contains(c.Message, "spec.baseImagePullSpec") ||
 			!strings.Contains(c.Message, moved) || !strings.Contains(c.Message, "the pinned base "+pinned+" is kept") {
-			return fmt.Errorf("Degraded %+v", c)
+			return fmt.Errorf("BaseImageVerified %+v", c)
 		}
 		return nil
 	})
+	// It lasts: later reconciles (a Secret touched) keep the verdict and
+	// the pinned base.
+	before := reconciles(t)
+	touchSecret(t, "vbase-pull")
+	eventually(t, "a reconcile after the Secret change", func() error {
+		if reconciles(t) <= before {
+			return errors.New("no reconcile yet")
+		}
+		return nil
+	})
+	if c := meta.FindStatusCondition(getMOSC(t, "vbase").Status.Conditions, v1alpha1.ConfigBaseImageVerified); c == nil || c.Status != metav1.ConditionFalse {
+		t.Fatalf("BaseImageVerified %+v after another reconcile, want still False", c)
+	}
 	m := getMOSC(t, "vbase")
 	if m.Status.BaseImage.DigestedPullSpec != pinned || m.Status.MachineOSBuild.Name != a.Name {
 		t.Fatalf("after the refusal: base %s, build %s; want %s and %s kept", m.Status.BaseImage.DigestedPullSpec, m.Status.MachineOSBuild.Name, pinned, a.Name)
+	}
+}
+
+// touchSecret changes a Secret's labels: the MachineOSConfigs that name
+// it are reconciled.
+func touchSecret(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	secret := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Labels = map[string]string{"touched": time.Now().Format("150405.000000")}
+	if err := env.Client.Update(ctx, secret); err != nil {
+		t.Fatal(err)
 	}
 }
