@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The node daemon links the configuration model (nodeconfig), never the
 # Containerfile renderer: buildkit's Dockerfile parser has no business on
-# every node. Fails, naming the packages, if anything drags it back in.
+# every node, nor containers/image (the daemon only writes the signature
+# policy, package sigpolicy; bootc verifies). Fails, naming the packages, if anything drags it back in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deps=$(go list -deps ./cmd/strata-daemon)
-if bad=$(grep -E 'github\.com/moby/buildkit|github\.com/strata-dev/strata/containerfile' <<<"$deps"); then
-	echo "cmd/strata-daemon must not depend on buildkit or containerfile, but links:" >&2
+if bad=$(grep -E 'github\.com/moby/buildkit|github\.com/strata-dev/strata/containerfile|go\.podman\.io/' <<<"$deps"); then
+	echo "cmd/strata-daemon must not depend on buildkit, containerfile or containers/image, but links:" >&2
 	echo "$bad" >&2
 	echo "find the importer with: go list -deps -f '{{.ImportPath}}: {{join .Imports \" \"}}' ./cmd/strata-daemon | grep -E 'buildkit|/containerfile'" >&2
 	exit 1

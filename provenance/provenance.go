@@ -51,6 +51,8 @@ type Input struct {
 	InputHash string
 	// BuilderID is the builder's URI; BuilderVersion its version.
 	BuilderID, BuilderVersion string
+	// SigningKey is the fingerprint of the signing key; "" for none.
+	SigningKey string
 }
 
 // Statement is an in-toto Statement v1 with a SLSA v1 predicate.
@@ -98,6 +100,11 @@ type MachineOSConfig struct {
 // InternalParameters are Strata's own.
 type InternalParameters struct {
 	InputHash string `json:"inputHash"`
+	// SigningKey is the signing identity: the fingerprint ("SHA256:" and
+	// the hex SHA-256 of the DER public key) of the key the controller
+	// signs the image with (spec.signing), as configured when it was
+	// built; absent when the image is not signed.
+	SigningKey string `json:"signingKey,omitempty"`
 }
 
 // ResourceDescriptor is an artifact the build used.
@@ -151,7 +158,7 @@ func Generate(in Input) ([]byte, error) {
 					RenderedConfig:  in.RenderedConfig,
 					Strategy:        in.Strategy,
 				},
-				InternalParameters:   InternalParameters{InputHash: in.InputHash},
+				InternalParameters:   InternalParameters{InputHash: in.InputHash, SigningKey: in.SigningKey},
 				ResolvedDependencies: deps,
 			},
 			RunDetails: RunDetails{Builder: Builder{ID: in.BuilderID, Version: map[string]string{"strata": in.BuilderVersion}}},

@@ -207,10 +207,17 @@ func (d *Daemon) stage(ctx context.Context, s *scope, image string) error {
 	if err := d.ensureAuth(ctx, s, true); err != nil {
 		return err
 	}
-	s.log.Info("Staging the desired image")
-	start := d.now()
-	locked, err := d.switchLocked(ctx, image)
+	enforce, err := d.ensureSignaturePolicy(s)
 	if err != nil {
+		return err
+	}
+	s.log.Info("Staging the desired image", "enforceSignatures", enforce)
+	start := d.now()
+	locked, err := d.switchLocked(ctx, image, enforce)
+	if err != nil {
+		if enforce && refusedBySignature(err) {
+			return d.refuseUnsigned(s, image, err)
+		}
 		return err
 	}
 	if locked {
@@ -242,10 +249,13 @@ func (d *Daemon) capabilities(ctx context.Context) (*bootc.Capabilities, error) 
 // then upgrade --download-only, which leaves a short unlocked window
 // (adoptBoot covers a reboot in it). It says whether the stage is
 // locked.
-func (d *Daemon) switchLocked(ctx context.Context, image string) (bool, error) {
+func (d *Daemon) switchLocked(ctx context.Context, image string, enforce bool) (bool, error) {
 	caps, err := d.capabilities(ctx)
 	if err != nil {
 		return false, err
+	}
+	if enforce {
+		return d.switchEnforced(ctx, image, caps)
 	}
 	switch {
 	case caps != nil && caps.LockedStaging():

@@ -49,7 +49,7 @@ func (h *simHost) Capabilities(context.Context) (bootc.Capabilities, error) {
 	if err != nil {
 		return bootc.Capabilities{}, err
 	}
-	return bootc.Capabilities{SwitchDownloadOnly: v.SwitchDownloadOnly(), UpgradeDownloadOnly: true, SoftReboot: true}, nil
+	return bootc.Capabilities{SwitchDownloadOnly: v.SwitchDownloadOnly(), UpgradeDownloadOnly: true, SoftReboot: true, EnforceSigPolicy: true}, nil
 }
 
 func (h *simHost) SwitchWith(ctx context.Context, image string, o bootc.SwitchOptions) error {
@@ -57,7 +57,7 @@ func (h *simHost) SwitchWith(ctx context.Context, image string, o bootc.SwitchOp
 	h.switches++
 	h.mu.Unlock()
 	_, err := h.sim.Switch(ctx, image, bootcsim.SwitchOptions{Transport: bootc.TransportRegistry, DownloadOnly: o.DownloadOnly,
-		Apply: o.Apply.Reboot, SoftReboot: o.Apply.SoftReboot})
+		Apply: o.Apply.Reboot, SoftReboot: o.Apply.SoftReboot, EnforceSigPolicy: o.EnforceSigPolicy})
 	return err
 }
 

@@ -36,6 +36,11 @@ const (
 	// the image roll out to a pool whose MachineOSConfig has
 	// imageApproval Required, False keeps it from every node.
 	BuildImageApproved = "ImageApproved"
+	// BuildImageSigned: the image carries the signature of the
+	// MachineOSConfig's signing key (spec.signing). Set by the build
+	// controller once the image may roll out (approved, when approval is
+	// required); nodes refuse an unsigned image, so the rollout waits.
+	BuildImageSigned = "ImageSigned"
 )
 
 // Condition types of MachineOSConfig.
@@ -47,6 +52,11 @@ const (
 	// failed, or the current image is gone from the registry; nodes keep
 	// the image they run.
 	ConfigDegraded = "Degraded"
+	// ConfigBaseImageVerified (only with spec.baseImageVerification): the
+	// base image last resolved carries a signature by one of its keys.
+	// False names the field, the tag and the digest that was refused; the
+	// pinned base is kept and built on until a resolve verifies.
+	ConfigBaseImageVerified = "BaseImageVerified"
 )
 
 // Condition reasons.
@@ -111,6 +121,15 @@ const (
 	ReasonRejected              = "Rejected"
 	ReasonAwaitingImageApproval = "AwaitingImageApproval"
 	ReasonImageRejected         = "ImageRejected"
+
+	// Signing reasons: of ImageSigned, of a pool's Updated condition while
+	// its image waits for the signature, and of a MachineOSConfig whose
+	// base image's signature does not verify.
+	ReasonSigned                 = "Signed"
+	ReasonSigningFailed          = "SigningFailed"
+	ReasonAwaitingImageSignature = "AwaitingImageSignature"
+	ReasonBaseImageNotVerified   = "BaseImageNotVerified"
+	ReasonBaseImageVerified      = "BaseImageVerified"
 )
 
 // Annotation and label keys, all under the Strata prefix.

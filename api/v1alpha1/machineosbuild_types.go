@@ -232,6 +232,14 @@ type MachineOSBuildStatus struct {
 	// +listMapKey=artifactType
 	// +kubebuilder:validation:MaxItems=8
 	Referrers []ImageReferrer `json:"referrers,omitempty"`
+
+	// signatures are the signatures the controller added to the image,
+	// one per signing key it used (two after a key rotation).
+	// +optional
+	// +listType=map
+	// +listMapKey=keyFingerprint
+	// +kubebuilder:validation:MaxItems=8
+	Signatures []ImageSignature `json:"signatures,omitempty"`
 }
 
 // MachineOSBuild is one build of one set of inputs, named

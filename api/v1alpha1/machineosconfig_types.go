@@ -157,6 +157,15 @@ type MachineOSConfigSpec struct {
 	// +optional
 	// +kubebuilder:default=Automatic
 	ImageApproval ImageApproval `json:"imageApproval,omitempty"`
+
+	// signing signs the pool's images and makes its nodes verify them.
+	// +optional
+	Signing *ImageSigning `json:"signing,omitempty"`
+
+	// baseImageVerification verifies the base image's signature before a
+	// build uses it.
+	// +optional
+	BaseImageVerification *BaseImageVerification `json:"baseImageVerification,omitempty"`
 }
 
 // ImageApproval says whether a built image needs an approval before it

@@ -24,6 +24,7 @@ type inspectOptions struct {
 	registryConfig string
 	insecure       bool
 	output         string
+	publicKeys     []string
 }
 
 func newInspectCommand() *cobra.Command {
@@ -36,7 +37,9 @@ its manifest's annotations and its config's labels, which name the base
 image (by name and digest), the pool, the rendered MachineConfig and the
 input hash; the referrers attached to it (artifact type and digest), found
 through the registry's referrers API or, on registries without it, the
-referrers tag schema; and, from the SBOM referrer when there is one, the
+referrers tag schema; the sigstore signatures stored as the image's
+sha256-<digest>.sig attachment, and with --public-key whether one by each
+key verifies; and, from the SBOM referrer when there is one, the
 files, directories and links the configuration added with their digest,
 mode and owner, and the kernel arguments.
 
@@ -60,6 +63,7 @@ HTTP; registries on loopback addresses are reached over HTTP anyway.`,
 	f.StringVar(&o.registryConfig, "registry-config", "", "registry credentials: a Docker config.json or containers auth.json (default: as docker and podman find them)")
 	f.BoolVar(&o.insecure, "insecure", false, "reach the image's registry over plain HTTP")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.StringArrayVar(&o.publicKeys, "public-key", nil, "a PEM public key file: say whether a sigstore signature by it verifies (repeatable)")
 	return cmd
 }
 
@@ -88,6 +92,8 @@ type inspection struct {
 	// them.
 	Annotations map[string]string `json:"annotations,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	// Signatures are the image's sigstore signatures.
+	Signatures *signatureReport `json:"signatures,omitempty"`
 }
 
 type baseImage struct {
@@ -119,6 +125,9 @@ func (o *inspectOptions) run(ctx context.Context, out io.Writer, image string) e
 	}
 	in, err := inspectImage(ctx, rc, kc, ref.String())
 	if err != nil {
+		return err
+	}
+	if in.Signatures, err = inspectSignatures(ctx, rc, kc, in.Image, o.publicKeys); err != nil {
 		return err
 	}
 	if o.output == "json" {
@@ -259,6 +268,7 @@ func printInspection(out io.Writer, in *inspection) error {
 			fmt.Fprintf(out, "  %s: %s\n", u.Name, unitChanges(u))
 		}
 	}
+	printSignatures(out, in.Signatures)
 	fmt.Fprintf(out, "\nReferrers (%d):\n", len(in.Referrers))
 	if len(in.Referrers) > 0 {
 		fmt.Fprintln(w, "  TYPE\tDIGEST\tWHAT")

@@ -60,6 +60,7 @@ func (r *Reconciler) attach(ctx context.Context, s *scope, in *inputs, image str
 		endStage(st)
 		return &v1alpha1.BuildFailure{Stage: v1alpha1.BuildStageAttach, Step: step, Message: status.Truncate(msg, 4096)}
 	}
+	in.signingKey = r.signingIdentity(ctx, s)
 	artifacts, err := r.artifacts(s, in, image)
 	if err != nil {
 		return fail(v1alpha1.BuildStepPrepare, err.Error()), nil
@@ -104,7 +105,7 @@ func (r *Reconciler) artifacts(s *scope, in *inputs, image string) ([]referrers.
 		RenderedConfig: in.rendered.Name,
 		InputHash:      in.result.InputHash,
 		Layer:          layer,
-		Spec:           &in.rendered.Spec,
+		Spec:           in.spec,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("make the SBOM of %s: %w", image, err)
@@ -118,6 +119,7 @@ func (r *Reconciler) artifacts(s *scope, in *inputs, image string) ([]referrers.
 		RenderedConfig:            in.rendered.Name,
 		MachineOSConfig:           s.mosc.Name,
 		MachineOSConfigGeneration: s.mosc.Generation,
+		SigningKey:                in.signingKey,
 		Strategy:                  string(s.build.Status.Strategy),
 		Containerfile:             in.result.Containerfile,
 		InputHash:                 in.result.InputHash,

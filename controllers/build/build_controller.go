@@ -186,6 +186,9 @@ func secretsOf(o client.Object) []string {
 			names = append(names, ref.Name)
 		}
 	}
+	if spec.Signing != nil {
+		names = append(names, spec.Signing.KeySecret.Name)
+	}
 	return names
 }
 
@@ -369,6 +372,10 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 				"%s", status.Truncate("Image "+image+" is no longer in the registry; building again", 1024))
 			// Deleting an owned build brings the next reconcile.
 			return r.deleteBuild(ctx, s.build)
+		default:
+			if err := r.signImage(ctx, s); err != nil {
+				return err
+			}
 		}
 	case terminal(s.build):
 		// Failed or Interrupted: nothing runs until the inputs change or

@@ -23,9 +23,14 @@ import (
 // inputs is everything a build is made from.
 type inputs struct {
 	rendered *v1alpha1.MachineConfig
-	base     string // registry/repository@sha256:...
-	result   *containerfile.Result
-	hash     string
+	// spec is what the image is made of: the rendered spec, plus the
+	// signature policy of a signing MachineOSConfig (withSignaturePolicy).
+	spec *v1alpha1.MachineConfigSpec
+	// signingKey is the signing key's fingerprint, for the provenance.
+	signingKey string
+	base       string // registry/repository@sha256:...
+	result     *containerfile.Result
+	hash       string
 }
 
 // gatherInputs reads and checks everything the build depends on. Bad
@@ -110,10 +115,15 @@ func (r *Reconciler) gatherInputs(ctx context.Context, s *scope) (*inputs, error
 		return nil, nil
 	}
 
+	spec, err := withSignaturePolicy(&rendered.Spec, mosc)
+	if err != nil {
+		s.problem = &problem{v1alpha1.ReasonInvalidInput, fmt.Sprintf("MachineOSConfig %s: %v", mosc.Name, err)}
+		return nil, nil
+	}
 	result, err := containerfile.Render(containerfile.Input{
 		ConfigName:     rendered.Name,
 		Pool:           pool.Name,
-		Spec:           &rendered.Spec,
+		Spec:           spec,
 		BaseImage:      base,
 		Arch:           r.Config.Arch,
 		Containerfiles: mosc.Spec.ContainerFile,
@@ -124,6 +134,7 @@ func (r *Reconciler) gatherInputs(ctx context.Context, s *scope) (*inputs, error
 	}
 	return &inputs{
 		rendered: rendered,
+		spec:     spec,
 		base:     base,
 		result:   result,
 		hash:     inputsHash(result.InputHash, &mosc.Spec, r.Config.BuilderImage),
@@ -245,6 +256,13 @@ func (r *Reconciler) pinBase(ctx context.Context, s *scope, spec, fieldName stri
 			return pinned.DigestedPullSpec
 		}
 		s.problem = &problem{v1alpha1.ReasonBaseUnreachable, fmt.Sprintf("%s: %v", fieldName, err)}
+		return ""
+	}
+	if !r.verifyBase(ctx, s, spec, base, fieldName, kc) {
+		if pinned != nil && s.problem == nil {
+			s.requeue(interval)
+			return pinned.DigestedPullSpec
+		}
 		return ""
 	}
 	if pinned != nil && pinned.DigestedPullSpec != base {

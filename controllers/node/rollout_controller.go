@@ -328,6 +328,11 @@ func (r *Reconciler) apply(ctx context.Context, s *scope, nodes map[string]*core
 		} else {
 			delete(next.Annotations, v1alpha1.ImagePullSecretAnnotation)
 		}
+		if s.target.signaturePolicy != "" {
+			next.Annotations[v1alpha1.ImageSignaturePolicyAnnotation] = s.target.signaturePolicy
+		} else {
+			delete(next.Annotations, v1alpha1.ImageSignaturePolicyAnnotation)
+		}
 		if err := r.Client.Patch(ctx, next, patch); err != nil {
 			errs = append(errs, fmt.Errorf("set the desired state of node %s: %w", a.Node, err))
 			continue

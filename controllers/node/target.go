@@ -29,6 +29,10 @@ type target struct {
 	// waitReason is the reason of the pool's Updated condition while
 	// Waiting ("" for ReasonWaitingForImage).
 	waitReason string
+	// signaturePolicy is the imageSignaturePolicy annotation's value (a
+	// NodeSignaturePolicy's JSON); "" when the pool's images are not
+	// signed.
+	signaturePolicy string
 }
 
 // targetFor works out what the pool's nodes should run:
@@ -63,6 +67,9 @@ func (r *Reconciler) targetFor(ctx context.Context, pool *v1alpha1.MachineConfig
 			if t.Waiting != "" {
 				t.Image = ""
 			}
+		}
+		if err == nil {
+			err = signatureGate(&t, mosc, b)
 		}
 		return t, err
 	}

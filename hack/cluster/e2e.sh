@@ -29,7 +29,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # Compile the suite while the cluster starts; the real run reuses the cache.
-go test -tags e2e -count=1 -run '^$' ./test/e2e/... ./test/simnode/... >"$compile_log" 2>&1 &
+go test -tags "e2e,$(cat "$root/hack/go-tags")" -count=1 -run '^$' ./test/e2e/... ./test/simnode/... >"$compile_log" 2>&1 &
 compile=$!
 "$here/up.sh"
 if ! wait "$compile"; then
@@ -43,4 +43,4 @@ compile=""
 log "running the e2e suite"
 flags=(-ginkgo.v)
 [[ -n ${CI:-} ]] && flags+=(-ginkgo.no-color)
-KUBECONFIG=$state/kubeconfig go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/... ./test/simnode/... "${flags[@]}"
+KUBECONFIG=$state/kubeconfig go test -tags "e2e,$(cat "$root/hack/go-tags")" -count=1 -timeout 30m -v ./test/e2e/... ./test/simnode/... "${flags[@]}"

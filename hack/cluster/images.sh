@@ -215,7 +215,7 @@ gobuild() {
 	local dir=$1
 	shift
 	mkdir -p "$dir"
-	(cd "$root" && CGO_ENABLED=0 go build -trimpath \
+	(cd "$root" && CGO_ENABLED=0 go build -trimpath -tags "$(cat "$root/hack/go-tags")" \
 		-ldflags "-s -w -X github.com/strata-dev/strata/internal/version.Version=$version" -o "$dir/" "$@")
 }
 

@@ -94,6 +94,9 @@ func (c *Command) SwitchWith(ctx context.Context, image string, o SwitchOptions)
 		args = append(args, "--download-only")
 	}
 	args = append(args, o.Apply.args()...)
+	if o.EnforceSigPolicy {
+		args = append(args, "--enforce-container-sigpolicy")
+	}
 	args = append(args, "--transport", TransportRegistry, "--", image)
 	_, err := c.run(ctx, pick(c.Timeouts.Switch, DefaultTimeouts.Switch), args...)
 	return err

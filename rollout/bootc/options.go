@@ -59,6 +59,10 @@ type SwitchOptions struct {
 	DownloadOnly bool
 	// Apply reboots into the new deployment at once.
 	Apply Apply
+	// EnforceSigPolicy is --enforce-container-sigpolicy: bootc fetches
+	// through the host's /etc/containers/policy.json and refuses an image
+	// the policy refuses (and a policy whose default accepts anything).
+	EnforceSigPolicy bool
 }
 
 func (o SwitchOptions) validate() error {
@@ -82,6 +86,8 @@ type Capabilities struct {
 	UpgradeDownloadOnly bool
 	// SoftReboot: switch and upgrade have --soft-reboot.
 	SoftReboot bool
+	// EnforceSigPolicy: switch has --enforce-container-sigpolicy.
+	EnforceSigPolicy bool
 }
 
 // LockedStaging says whether the daemon can stage without an unlocked
@@ -110,6 +116,7 @@ func ParseCapabilities(switchHelp, upgradeHelp string) Capabilities {
 		SwitchDownloadOnly:  hasOption(switchHelp, "download-only") && hasOption(switchHelp, "from-downloaded"),
 		UpgradeDownloadOnly: hasOption(upgradeHelp, "download-only") && hasOption(upgradeHelp, "from-downloaded"),
 		SoftReboot:          hasOption(switchHelp, "soft-reboot") && hasOption(upgradeHelp, "soft-reboot"),
+		EnforceSigPolicy:    hasOption(switchHelp, "enforce-container-sigpolicy"),
 	}
 }
 

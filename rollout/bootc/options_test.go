@@ -50,6 +50,12 @@ func TestNewCallsArgv(t *testing.T) {
 		},
 		"switch --download-only --transport registry -- " + img,
 	}, {
+		"switch locked and verified",
+		func(ctx context.Context, c *Command) error {
+			return c.SwitchWith(ctx, img, SwitchOptions{DownloadOnly: true, EnforceSigPolicy: true})
+		},
+		"switch --download-only --enforce-container-sigpolicy --transport registry -- " + img,
+	}, {
 		"switch applied with a soft reboot",
 		func(ctx context.Context, c *Command) error {
 			return c.SwitchWith(ctx, img, SwitchOptions{Apply: Apply{Reboot: true, SoftReboot: SoftRebootAuto}})
@@ -148,14 +154,14 @@ func readHelp(t *testing.T, name string) string {
 func TestCapabilities(t *testing.T) {
 	up := readHelp(t, "upgrade-1.16.txt")
 	old := ParseCapabilities(readHelp(t, "switch-1.16.txt"), up)
-	if want := (Capabilities{UpgradeDownloadOnly: true, SoftReboot: true}); old != want {
+	if want := (Capabilities{UpgradeDownloadOnly: true, SoftReboot: true, EnforceSigPolicy: true}); old != want {
 		t.Errorf("1.16: %+v, want %+v", old, want)
 	}
 	if old.LockedStaging() {
 		t.Error("1.16 can stage locked with switch")
 	}
 	newer := ParseCapabilities(readHelp(t, "switch-main.txt"), up)
-	if want := (Capabilities{SwitchDownloadOnly: true, UpgradeDownloadOnly: true, SoftReboot: true}); newer != want {
+	if want := (Capabilities{SwitchDownloadOnly: true, UpgradeDownloadOnly: true, SoftReboot: true, EnforceSigPolicy: true}); newer != want {
 		t.Errorf("main: %+v, want %+v", newer, want)
 	}
 	if !newer.LockedStaging() {

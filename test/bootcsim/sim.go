@@ -52,6 +52,9 @@ type SwitchOptions struct {
 	// SoftReboot is --soft-reboot: prepare a soft reboot into the new
 	// deployment when it is capable; "required" fails when it is not.
 	SoftReboot bootc.SoftRebootMode
+	// EnforceSigPolicy is --enforce-container-sigpolicy: the image must
+	// pass the node's /etc/containers/policy.json (sigpolicy.go).
+	EnforceSigPolicy bool
 }
 
 // links from the node's root into var, as on an image-mode OS.
@@ -415,6 +418,11 @@ func (s *Sim) Switch(ctx context.Context, image string, opts SwitchOptions) (cha
 	if spec == ref {
 		fmt.Fprintln(s.out(), "Image specification is unchanged.")
 		return false, nil
+	}
+	if opts.EnforceSigPolicy {
+		if err := s.verifySigPolicy(ctx, ref); err != nil {
+			return false, err
+		}
 	}
 	if err := s.stage(ctx, st, v, ref, opts.DownloadOnly); err != nil {
 		return false, err

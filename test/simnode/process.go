@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 )
 
@@ -26,7 +28,13 @@ func Build(ctx context.Context, moduleRoot, dir string) (daemon, bootcSim string
 		{daemon, "./cmd/strata-daemon"},
 		{bootcSim, "./test/bootcsim/bootc-sim"},
 	} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
+		// The module's build tags (hack/go-tags): bootc-sim verifies
+		// signatures with containers/image, which needs them.
+		tags, err := os.ReadFile(filepath.Join(moduleRoot, "hack", "go-tags"))
+		if err != nil {
+			return "", "", err
+		}
+		cmd := exec.CommandContext(ctx, "go", "build", "-tags", strings.TrimSpace(string(tags)), "-o", b.out, b.pkg)
 		cmd.Dir = moduleRoot
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return "", "", fmt.Errorf("simnode: go build %s: %w\n%s", b.pkg, err, out)

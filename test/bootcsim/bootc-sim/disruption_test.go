@@ -43,8 +43,13 @@ func TestDaemonClientOnTheSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (bootc.Capabilities{UpgradeDownloadOnly: true, SoftReboot: true}); caps != want {
+	if want := (bootc.Capabilities{UpgradeDownloadOnly: true, SoftReboot: true, EnforceSigPolicy: true}); caps != want {
 		t.Fatalf("1.16 capabilities %+v, want %+v", caps, want)
+	}
+	// --enforce-container-sigpolicy reaches the simulator's policy check:
+	// this node has no policy.json, so nothing can be verified.
+	if err := c.SwitchWith(ctx, ref2, bootc.SwitchOptions{EnforceSigPolicy: true}); err == nil || !strings.Contains(err.Error(), "/etc/containers/policy.json") {
+		t.Fatalf("1.16 switch --enforce-container-sigpolicy without a policy: %v, want a refusal naming policy.json", err)
 	}
 	err = c.SwitchWith(ctx, ref2, bootc.SwitchOptions{DownloadOnly: true})
 	if err == nil || !strings.Contains(err.Error(), "exit status 2") || !strings.Contains(err.Error(), "error: unexpected argument '--download-only' found") {

@@ -175,6 +175,7 @@ sysroot; the "sim" commands install, reboot and health-check the node.`,
 	switchCmd.Flags().BoolVar(&opts.Retain, "retain", false, "retain the booted image's reference (accepted; the simulator keeps it anyway)")
 	switchCmd.Flags().BoolVar(&opts.Apply, "apply", false, "restart or reboot into the new target image")
 	switchCmd.Flags().StringVar(&softReboot, "soft-reboot", "", "configure soft reboot behavior: required or auto")
+	switchCmd.Flags().BoolVar(&opts.EnforceSigPolicy, "enforce-container-sigpolicy", false, "enforce that /etc/containers/policy.json includes a default policy which requires signatures")
 	switchCmd.Flags().BoolVar(&opts.DownloadOnly, "download-only", false, "download and stage the image without applying it")
 	switchCmd.Flags().BoolVar(&switchFromDownloaded, "from-downloaded", false, "apply a staged deployment that was previously downloaded with --download-only")
 	// The help lists what the node's release has: the daemon reads it.

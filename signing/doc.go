@@ -1,0 +1,15 @@
+// Package signing signs the images Strata publishes and verifies images
+// against public keys, with containers/image, the library bootc and
+// podman verify with: sigstore signatures (a key pair, no Fulcio or
+// Rekor) stored as the `sha256-<digest>.sig` attachments that
+// containers/image reads when registries.d sets use-sigstore-attachments.
+// cosign 3's default, OCI bundle referrers, is not used: containers/image
+// does not see them.
+//
+// The files that make a node verify are package sigpolicy's, which needs
+// no containers/image: the daemon links that one only.
+//
+// Code that imports this package must be built with the tags in
+// hack/go-tags (containers_image_openpgp): without them containers/image
+// links gpgme through cgo.
+package signing
