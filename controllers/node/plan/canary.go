@@ -82,7 +82,10 @@ func canaryPhase(c *Canary, now time.Time, count, updated int32, candidates []ca
 		return r
 	}
 	if r.SoakStartedAt.IsZero() {
-		r.SoakStartedAt, r.SoakUntil = now, now.Add(c.Soak)
+		// To the second, as the pool's status records it: the start
+		// read back must be the start planned with.
+		start := now.Truncate(time.Second)
+		r.SoakStartedAt, r.SoakUntil = start, start.Add(c.Soak)
 	}
 	if now.Before(r.SoakUntil) {
 		r.Phase = v1alpha1.CanarySoaking
