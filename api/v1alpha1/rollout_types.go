@@ -35,6 +35,7 @@ import (
 //     its target is not known; outside a maintenance window, yes (a
 //     download disrupts nothing, and the window is then spent on drains
 //     and reboots).
+//
 // +kubebuilder:validation:XValidation:rule="has(self.count) != has(self.nodeSelector)",message="canary needs exactly one of count and nodeSelector"
 // +kubebuilder:validation:XValidation:rule="duration(self.soakTime) >= duration('0s') && duration(self.soakTime) <= duration('720h')",message="soakTime must be from 0s to 720h (30 days)"
 type Canary struct {

@@ -673,7 +673,11 @@ func TestStageAheadAndCanary(t *testing.T) {
 			wantCanary: &CanaryResult{Phase: v1alpha1.CanaryUpdating, MachineCount: 2, UpdatedCount: 1},
 		},
 		{
-			name: "after the soak maxFailedNodes applies again", pool: func() Pool { p := canary(1, time.Hour, t0, t0.Add(2*time.Hour)); p.MaxFailedNodes, p.MaxUnavailable = 3, num(2); return p }(), target: tB,
+			name: "after the soak maxFailedNodes applies again", pool: func() Pool {
+				p := canary(1, time.Hour, t0, t0.Add(2*time.Hour))
+				p.MaxFailedNodes, p.MaxUnavailable = 3, num(2)
+				return p
+			}(), target: tB,
 			nodes:    []Node{nd("w1").on(c2, imgB), nd("w2").sent(c2, imgB).failed("rolled back"), nd("w3")},
 			wantTake: []string{"w3"}, wantUpdating: true,
 			wantCanary: &CanaryResult{Phase: v1alpha1.CanaryDone, MachineCount: 1, UpdatedCount: 1, SoakStartedAt: t0, SoakUntil: t0.Add(time.Hour)},
