@@ -229,7 +229,7 @@ func decide(o *observed, rec *Record) action {
 	// is staged for the next boot.
 	if want == o.Booted {
 		switch {
-		case o.Staged != "" && o.Staged != want && !(o.StagedLocked && o.Staged == o.StageAhead):
+		case o.Staged != "" && o.Staged != want && !o.stagedAhead():
 			// Anything staged but the desired image or a locked stage
 			// ahead that is still asked for.
 			return actUnstage
@@ -283,6 +283,10 @@ func decide(o *observed, rec *Record) action {
 	}
 	return actRecordReboot
 }
+
+// stagedAhead says whether what is staged is the image asked for ahead,
+// locked.
+func (o *observed) stagedAhead() bool { return o.StagedLocked && o.Staged == o.StageAhead }
 
 // pastReboot says whether the update's reboot happened (or its rollback
 // started), so that it must run to its verdict.
