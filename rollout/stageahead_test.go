@@ -27,7 +27,13 @@ func (p *pullLog) Write(b []byte) (int, error) {
 func (p *pullLog) pulls(image string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return strings.Count(p.buf.String(), "Fetching "+image+"\n")
+	n := 0
+	for _, l := range strings.Split(p.buf.String(), "\n") {
+		if strings.HasPrefix(l, "Fetching ") && strings.HasSuffix(l, bootc.DigestOf(image)) {
+			n++
+		}
+	}
+	return n
 }
 
 // newStageAheadRig is a simulated node on bootc main (switch
