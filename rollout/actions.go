@@ -33,6 +33,15 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 	case actApplyConfig:
 		err = d.applyConfig(s, image, config)
 	case actInSync:
+		if o.StageAhead != "" && !o.CanStageAhead && o.StageAhead != bootc.DigestOf(image) && !d.saidNoStageAhead {
+			// Staging unlocked ahead would let any reboot boot the
+			// image without its drain: the node downloads at its turn.
+			d.saidNoStageAhead = true
+			s.log.Info("Not staging ahead: this bootc cannot stage locked (switch --download-only)")
+			d.event(s, corev1.EventTypeNormal, "NotStagedAhead", "Stage",
+				"Not downloading %s ahead: this bootc cannot stage locked (switch --download-only); the node downloads it at its turn",
+				s.annotation(v1alpha1.DesiredStageAnnotation))
+		}
 		d.inSync(s, config, key)
 	case actDrainFailed:
 		s.log.V(1).Info("The drain failed: nothing to do for this update")
@@ -44,6 +53,8 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		err = d.stage(ctx, s, image)
 	case actUnstage:
 		err = d.unstage(ctx, s, image)
+	case actStageAhead:
+		err = d.stageAhead(ctx, s)
 	case actDecide:
 		err = d.decideDisruption(ctx, s, image, config, key)
 	case actApplyLive:
@@ -223,9 +234,32 @@ func (d *Daemon) stage(ctx context.Context, s *scope, image string) error {
 	if locked {
 		s.log.Info("Locked the staged image: no reboot applies it before the drain")
 	}
-	s.staged = bootc.DigestOf(image)
+	s.staged, s.stagedLocked, s.stagedImage = bootc.DigestOf(image), locked, image
 	s.log.Info("Staged the desired image", "seconds", d.now().Sub(start).Seconds())
 	d.event(s, corev1.EventTypeNormal, "Staged", "Switch", "Staged image %s for the next boot", image)
+	return nil
+}
+
+// stageAhead downloads the image of desiredStage and stages it locked,
+// with the pull secret read again (the controller may name another one
+// with the request). decide asks for it only where bootc's switch
+// downloads locked in one step, so no reboot ever boots it.
+func (d *Daemon) stageAhead(ctx context.Context, s *scope) error {
+	image := s.annotation(v1alpha1.DesiredStageAnnotation)
+	if err := d.ensureAuth(ctx, s, true); err != nil {
+		return err
+	}
+	s.log.Info("Staging ahead of the update", "desiredStage", image)
+	start := d.now()
+	if err := d.Lock.SwitchWith(ctx, image, bootc.SwitchOptions{DownloadOnly: true}); err != nil {
+		// The node is not updating, so its reason says nothing: the
+		// Event does; the sync is retried.
+		d.event(s, corev1.EventTypeWarning, "StageAheadFailed", "Stage", "Downloading image %s ahead failed: %v", image, err)
+		return fmt.Errorf("stage %s ahead: %w", image, err)
+	}
+	s.staged, s.stagedLocked, s.stagedImage = bootc.DigestOf(image), true, image
+	s.log.Info("Staged ahead, locked", "desiredStage", image, "seconds", d.now().Sub(start).Seconds())
+	d.event(s, corev1.EventTypeNormal, "StagedAhead", "Stage", "Downloaded image %s ahead of the node's update; staged locked, so no reboot boots it", image)
 	return nil
 }
 

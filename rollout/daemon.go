@@ -92,6 +92,9 @@ type Daemon struct {
 	caps *bootc.Capabilities
 	// authSecret is the pull secret name last written to AuthFile.
 	authSecret *string
+	// saidNoStageAhead: the Event that this bootc cannot stage ahead
+	// was recorded (once per daemon process).
+	saidNoStageAhead bool
 	// rebootRequested stops every action once the reboot command ran.
 	rebootRequested bool
 	// checkpoint, in tests, stops a sync after an action as a crash
@@ -143,8 +146,14 @@ type scope struct {
 	rec    *Record
 	bootID string
 	// staged is the staged digest: bootc's, or the image this sync
-	// switched to.
-	staged string
+	// switched to; stagedLocked says whether it is locked, stagedImage
+	// is its pull spec.
+	staged       string
+	stagedLocked bool
+	stagedImage  string
+	// canStageAhead: bootc stages locked in one step; read only when
+	// the node is asked to stage ahead.
+	canStageAhead bool
 	// set are the daemon's annotations to write, by key.
 	set map[string]string
 	// updating is set once the sync works on an update, so that an error
@@ -199,6 +208,9 @@ func (d *Daemon) Sync(ctx context.Context) (res Result, err error) {
 		return Result{}, errors.New("bootc status shows no booted image: not a bootc host")
 	}
 	s.staged = s.host.Status.Staged.Digest()
+	if st := s.host.Status.Staged; st != nil {
+		s.stagedLocked, s.stagedImage = st.DownloadOnly, st.PullSpec()
+	}
 	if s.bootID, err = d.Machine.BootID(); err != nil {
 		return Result{}, err
 	}
@@ -229,6 +241,13 @@ func (d *Daemon) Sync(ctx context.Context) (res Result, err error) {
 	if image := s.annotation(v1alpha1.DesiredImageAnnotation); image != "" {
 		config := s.annotation(v1alpha1.DesiredConfigAnnotation)
 		s.log = s.log.WithValues("image", image, "config", config, "key", UpdateKey(image, config))
+	}
+	if s.annotation(v1alpha1.DesiredStageAnnotation) != "" {
+		caps, err := d.capabilities(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		s.canStageAhead = caps != nil && caps.LockedStaging()
 	}
 	var validTimeout bool
 	s.healthLimit, validTimeout = healthCheckTimeout(s.annotation(v1alpha1.HealthCheckTimeoutAnnotation))
@@ -281,6 +300,9 @@ func (d *Daemon) observe(s *scope) *observed {
 		LastAppliedDrain:   s.annotation(v1alpha1.LastAppliedDrainAnnotation),
 		Booted:             s.host.Status.Booted.Digest(),
 		Staged:             s.staged,
+		StagedLocked:       s.stagedLocked,
+		StageAhead:         bootc.DigestOf(s.annotation(v1alpha1.DesiredStageAnnotation)),
+		CanStageAhead:      s.canStageAhead,
 		RollbackQueued:     s.host.Status.RollbackQueued || s.host.Spec.BootOrder == "rollback",
 		BootID:             s.bootID,
 		SoftReboots:        s.softReboots,
@@ -321,6 +343,17 @@ func (d *Daemon) reportCurrent(s *scope) {
 		current, booted = ci, current
 	}
 	s.report(v1alpha1.CurrentImageAnnotation, current)
+	// An image staged locked ahead of the node's update: neither the
+	// desired image (then it is the update's) nor the booted one (a
+	// revert's unstage).
+	ahead := ""
+	if s.stagedLocked && s.staged != "" && s.staged != bootc.DigestOf(s.annotation(v1alpha1.DesiredImageAnnotation)) &&
+		s.staged != s.host.Status.Booted.Digest() {
+		ahead = s.stagedImage
+	}
+	if _, ok := s.node.Annotations[v1alpha1.StagedImageAnnotation]; ok || ahead != "" {
+		s.report(v1alpha1.StagedImageAnnotation, ahead)
+	}
 	if _, ok := s.node.Annotations[v1alpha1.BootedImageAnnotation]; ok || booted != "" {
 		s.report(v1alpha1.BootedImageAnnotation, booted)
 	}

@@ -44,6 +44,11 @@ const (
 	// no unstage, and the next boot of any kind finalizes what is staged,
 	// without a drain. It drops the replaced update's record first.
 	actUnstage action = "unstage"
+	// actStageAhead downloads the image the controller asked the node to
+	// stage ahead (desiredStage) and stages it locked (switch
+	// --download-only), while the node runs its desired image and
+	// config: no reboot boots it, and the node's update finds it staged.
+	actStageAhead action = "stageAhead"
 	// actDecide decides what the update costs the node (disruption.Decide
 	// over the changes, the image and the policy) once its image is
 	// staged, and records it.
@@ -114,7 +119,7 @@ func (a action) ends() bool {
 // it returns is reported in the reason annotation.
 func (a action) updating() bool {
 	switch a {
-	case actIdle, actInSync, actDrainFailed, actReadConfig, actReject, actReportFailed:
+	case actIdle, actInSync, actDrainFailed, actReadConfig, actReject, actReportFailed, actStageAhead:
 		return false
 	}
 	return true
@@ -145,6 +150,14 @@ type observed struct {
 	// is the rollback deployment.
 	Booted, Staged string
 	RollbackQueued bool
+	// StagedLocked: the staged deployment is locked (download-only).
+	StagedLocked bool
+	// StageAhead is the digest of the image the controller asks the node
+	// to stage ahead ("" for none); CanStageAhead says whether this bootc
+	// stages locked in one step (switch --download-only), without which
+	// the daemon does not stage ahead.
+	StageAhead    string
+	CanStageAhead bool
 	// BootID identifies the running boot.
 	BootID string
 	// SoftReboots is systemd's count of soft reboots of this boot, read
@@ -216,9 +229,14 @@ func decide(o *observed, rec *Record) action {
 	// is staged for the next boot.
 	if want == o.Booted {
 		switch {
-		case o.Staged != "" && o.Staged != want:
+		case o.Staged != "" && o.Staged != want && !o.stagedAhead():
+			// Anything staged but the desired image or a locked stage
+			// ahead that is still asked for.
 			return actUnstage
 		case rec.CurrentConfig == o.Config && rec.CurrentImage == o.Image:
+			if o.StageAhead != "" && o.StageAhead != want && o.Staged != o.StageAhead && o.CanStageAhead {
+				return actStageAhead
+			}
 			return actInSync
 		case rec.Disruption != nil && rec.Disruption.Key == key && rec.CurrentImage != o.Image:
 			// Staged for this update, and booted without its drain and
@@ -265,6 +283,10 @@ func decide(o *observed, rec *Record) action {
 	}
 	return actRecordReboot
 }
+
+// stagedAhead says whether what is staged is the image asked for ahead,
+// locked.
+func (o *observed) stagedAhead() bool { return o.StagedLocked && o.Staged == o.StageAhead }
 
 // pastReboot says whether the update's reboot happened (or its rollback
 // started), so that it must run to its verdict.

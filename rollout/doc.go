@@ -18,6 +18,9 @@
 //	(none)       any         no desired image                      idle
 //	(none)       any         desired image not by digest           reject -> failed
 //	(none)       any         desired image booted, another staged  unstage (switch to it)
+//	                         (not a locked stage still asked for)
+//	(none)       any         desired image booted, config applied, stageAhead, inSync
+//	                         desiredStage set and not staged
 //	(none)       any         desired image booted, config not      readConfig,
 //	                         applied                               applyConfig, inSync
 //	(none)       Degraded    controller gave up on the drain       drainFailed (waits)
@@ -67,6 +70,17 @@
 // such a reboot boots the current image and the update proceeds; the
 // daemon unlocks it (upgrade --from-downloaded) before its own reboot
 // and after a live apply, and the soft reboot applies it.
+//
+// Staging ahead (the pool's stageAhead): the controller names an image
+// in desiredStage on a node that is not updating yet. Once the node runs
+// its desired image and config, stageAhead downloads it and stages it
+// locked (switch --download-only, only where bootc has it: staged
+// unlocked, any reboot would boot it without a drain), and the daemon
+// reports it as stagedImage. When the node's turn comes the desired image
+// is the staged one: stage is skipped, and the update's slot is a drain
+// and a reboot. A reboot in between boots the current image and drops
+// the download (ostree); the daemon stages ahead again if still asked.
+// A locked stage no longer asked for is unstaged like any other.
 //
 // A config change for the image the node runs takes no drain and no
 // reboot. A node is Done only when nothing is staged but the desired

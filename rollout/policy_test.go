@@ -178,7 +178,7 @@ func TestNodePolicyRefuses(t *testing.T) {
 		"strata-daemon of node "+own+" may not change Node "+other, "only its own Node")
 	expectRefused(t, "a label of its own Node",
 		mergePatch(ctx, c, own, map[string]any{"metadata": map[string]any{"labels": map[string]any{"node-role.kubernetes.io/worker": nil, "evil": "yes"}}}),
-		"may not change the labels of Node "+own, "evil", "it changes only its own annotations "+v1alpha1.Prefix+"{currentConfig, currentImage, originalImage, state, reason, desiredDrain, disruption, bootedImage}")
+		"may not change the labels of Node "+own, "evil", "it changes only its own annotations "+v1alpha1.Prefix+"{currentConfig, currentImage, originalImage, state, reason, desiredDrain, disruption, bootedImage, stagedImage}")
 	expectRefused(t, "another annotation of its own Node",
 		mergePatch(ctx, c, own, annotations(map[string]any{"example.com/owner": "daemon"})),
 		"may not change the annotations example.com/owner of Node "+own)
@@ -227,7 +227,7 @@ func TestNodePolicyRefusesControllerKeys(t *testing.T) {
 	for _, key := range []string{
 		v1alpha1.DesiredConfigAnnotation, v1alpha1.DesiredImageAnnotation, v1alpha1.ImagePullSecretAnnotation,
 		v1alpha1.HealthCheckTimeoutAnnotation, v1alpha1.NodePoolAnnotation, v1alpha1.LastAppliedDrainAnnotation,
-		v1alpha1.DrainStartedAnnotation, v1alpha1.CordonedForAnnotation, v1alpha1.Prefix + "policy-test",
+		v1alpha1.DrainStartedAnnotation, v1alpha1.CordonedForAnnotation, v1alpha1.DesiredStageAnnotation, v1alpha1.Prefix + "policy-test",
 	} {
 		expectRefused(t, "setting "+key,
 			mergePatch(ctx, c, own, annotations(map[string]any{key: "uncordon-forged"})),
@@ -241,7 +241,7 @@ func TestNodePolicyRefusesControllerKeys(t *testing.T) {
 	}
 	for _, key := range []string{
 		v1alpha1.CurrentConfigAnnotation, v1alpha1.CurrentImageAnnotation, v1alpha1.OriginalImageAnnotation,
-		v1alpha1.StateAnnotation, v1alpha1.ReasonAnnotation, v1alpha1.DesiredDrainAnnotation,
+		v1alpha1.StateAnnotation, v1alpha1.ReasonAnnotation, v1alpha1.DesiredDrainAnnotation, v1alpha1.StagedImageAnnotation,
 	} {
 		if err := mergePatch(ctx, c, own, annotations(map[string]any{key: "x"})); err != nil {
 			t.Errorf("the daemon's own %s: %v", key, err)

@@ -227,6 +227,17 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 		t.Errorf("timeZone defaulted to %q, want UTC", got)
 	}
 
+	rollout := validMCP("accept-canary")
+	rollout.Spec.StageAhead = ptr.To(int32(3))
+	rollout.Spec.Canary = &v1alpha1.Canary{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"canary": "yes"}},
+		SoakTime: metav1.Duration{Duration: 0}}
+	if err := env.Client.Create(ctx, rollout); err != nil {
+		t.Errorf("pool with a canary (no soak) and stageAhead: %v", err)
+	}
+	if defaulted.Spec.StageAhead == nil || *defaulted.Spec.StageAhead != 0 {
+		t.Errorf("stageAhead defaulted to %v, want 0", defaulted.Spec.StageAhead)
+	}
+
 	mosc := validMOSC("accept-mosc")
 	mosc.Spec.ContainerFile = []v1alpha1.MachineOSContainerfile{{Content: "RUN true"}, {ContainerfileArch: v1alpha1.ContainerfileArchARM64, Content: "RUN true"}}
 	if err := env.Client.Create(ctx, mosc); err != nil {
@@ -482,6 +493,49 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			want: []string{"spec.maintenanceWindows", "17"},
 		},
 		{
+			name: "stageAhead negative",
+			do: func(n string) error {
+				return env.Client.Create(ctx, specPool(n, map[string]any{"stageAhead": -1}))
+			},
+			want: []string{"spec.stageAhead", "greater than or equal to 0"},
+		},
+		{
+			name: "canary with both count and selector",
+			do: func(n string) error {
+				return env.Client.Create(ctx, specPool(n, map[string]any{"canary": map[string]any{
+					"count": 1, "nodeSelector": map[string]any{"matchLabels": map[string]any{"canary": "yes"}}, "soakTime": "1h"}}))
+			},
+			want: []string{"spec.canary", "exactly one of count and nodeSelector"},
+		},
+		{
+			name: "canary with neither count nor selector",
+			do: func(n string) error {
+				return env.Client.Create(ctx, specPool(n, map[string]any{"canary": map[string]any{"soakTime": "1h"}}))
+			},
+			want: []string{"spec.canary", "exactly one of count and nodeSelector"},
+		},
+		{
+			name: "canary count 0",
+			do: func(n string) error {
+				return env.Client.Create(ctx, specPool(n, map[string]any{"canary": map[string]any{"count": 0, "soakTime": "1h"}}))
+			},
+			want: []string{"spec.canary.count"},
+		},
+		{
+			name: "canary soak over 30 days",
+			do: func(n string) error {
+				return env.Client.Create(ctx, specPool(n, map[string]any{"canary": map[string]any{"count": 1, "soakTime": "721h"}}))
+			},
+			want: []string{"spec.canary", "soakTime must be from 0s to 720h"},
+		},
+		{
+			name: "canary without a soak time",
+			do: func(n string) error {
+				return env.Client.Create(ctx, specPool(n, map[string]any{"canary": map[string]any{"count": 1}}))
+			},
+			want: []string{"spec.canary.soakTime", "Required"},
+		},
+		{
 			name: "drainTimeout not a duration",
 			do: func(n string) error {
 				u := &unstructured.Unstructured{Object: map[string]any{
@@ -561,6 +615,15 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			}
 		})
 	}
+}
+
+// specPool is a pool with the given spec, as a user would write it.
+func specPool(name string, spec map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(), "kind": "MachineConfigPool",
+		"metadata": map[string]any{"name": name},
+		"spec":     spec,
+	}}
 }
 
 // windowPool is a pool with the given maintenanceWindows, as a user would

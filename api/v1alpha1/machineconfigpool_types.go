@@ -75,6 +75,21 @@ type MachineConfigPoolSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
 	Gates []RolloutGate `json:"gates,omitempty"`
+
+	// stageAhead is how many nodes beyond those updating download the
+	// pool's image in advance, staged locked, so that a node's turn is a
+	// drain and a reboot only; the registry then serves at most
+	// maxUnavailable + stageAhead nodes at once. 0 (the default) is off.
+	// How it combines with the canary: see the Canary type.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	StageAhead *int32 `json:"stageAhead,omitempty"`
+
+	// canary makes a few nodes take each new target first, then soak,
+	// before the rest of the pool; see the Canary type.
+	// +optional
+	Canary *Canary `json:"canary,omitempty"`
 }
 
 // Weekday is a day of the week.
@@ -208,6 +223,16 @@ type MachineConfigPoolStatus struct {
 	// +optional
 	NewNodes *NewNodeStatus `json:"newNodes,omitempty"`
 
+	// stagedAheadMachineCount is the number of nodes holding the pool's
+	// target image staged ahead of their update (spec.stageAhead).
+	// +optional
+	StagedAheadMachineCount int32 `json:"stagedAheadMachineCount,omitempty"`
+
+	// canary is the canary's progress for the current target; absent
+	// when the pool has no canary.
+	// +optional
+	Canary *CanaryStatus `json:"canary,omitempty"`
+
 	// conditions: Updated, Updating, Degraded, NodeDegraded, RenderDegraded,
 	// ImageBuildDegraded.
 	// +optional
@@ -232,6 +257,8 @@ type MachineConfigPoolStatus struct {
 // +kubebuilder:printcolumn:name="DegradedMachineCount",type=integer,JSONPath=`.status.degradedMachineCount`
 // +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
 // +kubebuilder:printcolumn:name="WindowOpen",type=boolean,JSONPath=`.status.maintenanceWindow.open`,priority=1
+// +kubebuilder:printcolumn:name="Canary",type=string,JSONPath=`.status.canary.phase`,priority=1
+// +kubebuilder:printcolumn:name="StagedAhead",type=integer,JSONPath=`.status.stagedAheadMachineCount`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type MachineConfigPool struct {
 	metav1.TypeMeta `json:",inline"`

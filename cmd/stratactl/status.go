@@ -251,6 +251,20 @@ func watchStatus(ctx context.Context, cfg *rest.Config, out io.Writer, pools []s
 	}
 }
 
+// describeStage is a node's stage-ahead state: the image it holds staged
+// ahead of its update (locked: no reboot boots it), or that it was asked
+// to download one and has not yet.
+func describeStage(a map[string]string) string {
+	asked, staged := a[v1alpha1.DesiredStageAnnotation], a[v1alpha1.StagedImageAnnotation]
+	switch {
+	case staged != "" && (asked == "" || asked == staged):
+		return "staged " + shortImage(staged)
+	case asked != "":
+		return "downloading " + shortImage(asked)
+	}
+	return "-"
+}
+
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
@@ -298,7 +312,7 @@ func renderStatus(w io.Writer, s statusSnapshot, only []string) error {
 				continue
 			}
 			if nodeCount[i] == 0 {
-				nodeTable.row("  NODE", "STATE", "CURRENT IMAGE", "DESIRED IMAGE", "REASON", "DISRUPTION")
+				nodeTable.row("  NODE", "STATE", "CURRENT IMAGE", "DESIRED IMAGE", "REASON", "DISRUPTION", "STAGED AHEAD")
 			}
 			nodeCount[i]++
 			a := n.Annotations
@@ -308,7 +322,7 @@ func renderStatus(w io.Writer, s statusSnapshot, only []string) error {
 				desiredCell = "="
 			}
 			nodeTable.row("  "+n.Name, orDash(a[v1alpha1.StateAnnotation]), shortImage(current), desiredCell,
-				orDash(oneLine(a[v1alpha1.ReasonAnnotation])), orDash(oneLine(a[v1alpha1.DisruptionAnnotation])))
+				orDash(oneLine(a[v1alpha1.ReasonAnnotation])), orDash(oneLine(a[v1alpha1.DisruptionAnnotation])), describeStage(a))
 		}
 	}
 	poolLines, err := poolTable.lines()

@@ -119,6 +119,11 @@ func statusFixture() statusSnapshot {
 	}
 	workerB := node("worker-b", "worker", nil, v1alpha1.NodeStateWorking, imgBase, imgNew, "Pulling\tthe image\nstep 2 of 5")
 	workerB.Annotations[v1alpha1.DisruptionAnnotation] = "SoftReboot: file /etc/chrony.conf changed, no policy names it: a soft reboot (the default)"
+	workerA := node("worker-a", "worker", nil, v1alpha1.NodeStateDone, imgNew, imgNew, "")
+	workerA.Annotations[v1alpha1.DesiredStageAnnotation] = imgOld
+	workerA.Annotations[v1alpha1.StagedImageAnnotation] = imgOld
+	infra0 := node("infra-0", "infra", nil, v1alpha1.NodeStateDegraded, imgOld, imgOld, "bootc switch failed: exit status 1")
+	infra0.Annotations[v1alpha1.DesiredStageAnnotation] = imgNew
 	return statusSnapshot{
 		// Out of order on purpose: the table sorts.
 		Pools: []v1alpha1.MachineConfigPool{worker, infra, empty},
@@ -136,10 +141,10 @@ func statusFixture() statusSnapshot {
 		},
 		Nodes: []corev1.Node{
 			workerB,
-			node("worker-a", "worker", nil, v1alpha1.NodeStateDone, imgNew, imgNew, ""),
+			workerA,
 			// Selected by the pool's nodeSelector, not yet assigned.
 			node("worker-c", "", map[string]string{"node-role.kubernetes.io/worker": ""}, "", "", "", ""),
-			node("infra-0", "infra", nil, v1alpha1.NodeStateDegraded, imgOld, imgOld, "bootc switch failed: exit status 1"),
+			infra0,
 			node("stray", "", nil, "", "", "", ""),
 		},
 	}
@@ -158,13 +163,13 @@ func TestRenderStatus(t *testing.T) {
 edge    -                     -                -                           -                                                   0/0      0         false   -                                      Unknown
   (no nodes)
 infra   rendered-infra-9e1d   infra-os         infra-os-2 (Failed)         registry.example.com/strata/os@sha256:111111111111  0/1      1         true    closed until Sat 2026-11-28 01:00 UTC  Degraded: ImageBuildDegraded: build infra-os-2 failed at Build; NodeDegraded: node infra-0: bootc switch failed
-  NODE      STATE     CURRENT IMAGE                                       DESIRED IMAGE                                       REASON                              DISRUPTION
-  infra-0   Degraded  registry.example.com/strata/os@sha256:111111111111  =                                                   bootc switch failed: exit status 1  -
+  NODE      STATE     CURRENT IMAGE                                       DESIRED IMAGE                                       REASON                              DISRUPTION                                                                                  STAGED AHEAD
+  infra-0   Degraded  registry.example.com/strata/os@sha256:111111111111  =                                                   bootc switch failed: exit status 1  -                                                                                           downloading registry.example.com/strata/os@sha256:aaaaaaaaaaaa
 worker  rendered-worker-5f3c  worker-os        worker-os-7c1d (Succeeded)  registry.example.com/strata/os@sha256:aaaaaaaaaaaa  1/2      0         false   open until Fri 2026-11-27 02:00 CET    Updating: 1 of 2 nodes run rendered-worker-5f3c (registry.example.com/strata/os@sha256:aaaaaaaaaaaa)
-  NODE      STATE     CURRENT IMAGE                                       DESIRED IMAGE                                       REASON                              DISRUPTION
-  worker-a  Done      registry.example.com/strata/os@sha256:aaaaaaaaaaaa  =                                                   -                                   -
-  worker-b  Working   quay.io/fedora/fedora-bootc@sha256:cccccccccccc     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  Pulling the image …                 SoftReboot: file /etc/chrony.conf changed, no policy names it: a soft reboot (the default)
-  worker-c  -         -                                                   -                                                   -                                   -
+  NODE      STATE     CURRENT IMAGE                                       DESIRED IMAGE                                       REASON                              DISRUPTION                                                                                  STAGED AHEAD
+  worker-a  Done      registry.example.com/strata/os@sha256:aaaaaaaaaaaa  =                                                   -                                   -                                                                                           staged registry.example.com/strata/os@sha256:111111111111
+  worker-b  Working   quay.io/fedora/fedora-bootc@sha256:cccccccccccc     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  Pulling the image …                 SoftReboot: file /etc/chrony.conf changed, no policy names it: a soft reboot (the default)  -
+  worker-c  -         -                                                   -                                                   -                                   -                                                                                           -
 `,
 	}, {
 		name: "one pool, one missing",
@@ -172,10 +177,10 @@ worker  rendered-worker-5f3c  worker-os        worker-os-7c1d (Succeeded)  regis
 		only: []string{"worker", "gpu"},
 		want: `POOL    CONFIG                MACHINEOSCONFIG  BUILD                       IMAGE                                               UPDATED  DEGRADED  PAUSED  WINDOW                               STATUS
 worker  rendered-worker-5f3c  worker-os        worker-os-7c1d (Succeeded)  registry.example.com/strata/os@sha256:aaaaaaaaaaaa  1/2      0         false   open until Fri 2026-11-27 02:00 CET  Updating: 1 of 2 nodes run rendered-worker-5f3c (registry.example.com/strata/os@sha256:aaaaaaaaaaaa)
-  NODE      STATE    CURRENT IMAGE                                       DESIRED IMAGE                                       REASON               DISRUPTION
-  worker-a  Done     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  =                                                   -                    -
-  worker-b  Working  quay.io/fedora/fedora-bootc@sha256:cccccccccccc     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  Pulling the image …  SoftReboot: file /etc/chrony.conf changed, no policy names it: a soft reboot (the default)
-  worker-c  -        -                                                   -                                                   -                    -
+  NODE      STATE    CURRENT IMAGE                                       DESIRED IMAGE                                       REASON               DISRUPTION                                                                                  STAGED AHEAD
+  worker-a  Done     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  =                                                   -                    -                                                                                           staged registry.example.com/strata/os@sha256:111111111111
+  worker-b  Working  quay.io/fedora/fedora-bootc@sha256:cccccccccccc     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  Pulling the image …  SoftReboot: file /etc/chrony.conf changed, no policy names it: a soft reboot (the default)  -
+  worker-c  -        -                                                   -                                                   -                    -                                                                                           -
 no MachineConfigPool named gpu
 `,
 	}, {
@@ -318,8 +323,8 @@ func TestStatusCommand(t *testing.T) {
 	wantLines := []string{
 		"POOL    CONFIG                MACHINEOSCONFIG  BUILD                       IMAGE                                               UPDATED  DEGRADED  PAUSED  WINDOW                               STATUS\n",
 		"worker  rendered-worker-5f3c  worker-os        worker-os-7c1d (Succeeded)  registry.example.com/strata/os@sha256:aaaaaaaaaaaa  1/2      0         false   open until Fri 2026-11-27 02:00 CET  Updating: 1 of 2 nodes run rendered-worker-5f3c (registry.example.com/strata/os@sha256:aaaaaaaaaaaa)\n",
-		"  worker-a  Done     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  =                                                   -                    -\n",
-		"  worker-b  Working  quay.io/fedora/fedora-bootc@sha256:cccccccccccc     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  Pulling the image …  SoftReboot: file /etc/chrony.conf changed, no policy names it: a soft reboot (the default)\n",
+		"  worker-a  Done     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  =                                                   -                    -                                                                                           staged registry.example.com/strata/os@sha256:111111111111\n",
+		"  worker-b  Working  quay.io/fedora/fedora-bootc@sha256:cccccccccccc     registry.example.com/strata/os@sha256:aaaaaaaaaaaa  Pulling the image …  SoftReboot: file /etc/chrony.conf changed, no policy names it: a soft reboot (the default)  -\n",
 	}
 
 	t.Run("once", func(t *testing.T) {

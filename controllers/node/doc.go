@@ -13,7 +13,11 @@
 //     NodeDegraded conditions. Outside every maintenance window of the
 //     pool (internal/window, read against an injectable clock) no node is
 //     taken; the reconcile comes back when the window opens or closes,
-//     since no watch sees that happen.
+//     since no watch sees that happen. It also writes the plan's
+//     stage-ahead set as the desiredStage annotation (and removes it
+//     from every other node of the pool), records the canary's phase
+//     and soak start in status.canary, and comes back at the soak's
+//     end, by the same clock.
 //   - DrainReconciler (per Node) answers a daemon's desiredDrain request:
 //     cordon and evict with k8s.io/kubectl/pkg/drain (PodDisruptionBudgets
 //     honoured, DaemonSet pods left alone), or uncordon. Draining here and

@@ -89,6 +89,21 @@ func nodeSelector(pool *v1alpha1.MachineConfigPool) labels.Selector {
 	return sel
 }
 
+// canarySelector is the pool's canary selector; nil when its canary is
+// by count or it has none (an invalid selector too: the API validates
+// it).
+func canarySelector(pool *v1alpha1.MachineConfigPool) labels.Selector {
+	c := pool.Spec.Canary
+	if c == nil || c.NodeSelector == nil {
+		return nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(c.NodeSelector)
+	if err != nil {
+		return nil
+	}
+	return sel
+}
+
 // poolsOf names every pool selecting the node, sorted.
 func (s selectors) poolsOf(n *corev1.Node) []string {
 	var out []string
@@ -117,5 +132,7 @@ func planNode(n *corev1.Node, pools []string) plan.Node {
 		OriginalImage: a[v1alpha1.OriginalImageAnnotation],
 		State:         a[v1alpha1.StateAnnotation],
 		Reason:        a[v1alpha1.ReasonAnnotation],
+		DesiredStage:  a[v1alpha1.DesiredStageAnnotation],
+		StagedImage:   a[v1alpha1.StagedImageAnnotation],
 	}
 }

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -208,7 +209,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	s.gates.invalid = gate.Validate(pool.Spec.Gates)
-	pp := planPool(pool, s.window)
+	pp := planPool(pool, s.window, s.target.Target, now)
 	s.result = plan.Plan(pp, s.target.Target, nodes.plan)
 	s.nodes = nodes.plan
 	// Gates are checked only when a node is about to be taken: a settled
@@ -233,6 +234,12 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var res ctrl.Result
 	if next := s.window.state.Transition(); s.window.set && s.window.err == nil && !next.IsZero() {
 		res.RequeueAfter = next.Sub(now)
+	}
+	// Nor does a soak's end.
+	if c := s.result.Canary; c != nil && c.Phase == v1alpha1.CanarySoaking && c.SoakUntil.After(now) {
+		if d := c.SoakUntil.Sub(now); res.RequeueAfter == 0 || d < res.RequeueAfter {
+			res.RequeueAfter = d
+		}
 	}
 	// Nor does a gate's clearing: check again soon. (An invalid gate
 	// waits for its fix, a spec change the watch sees.)
@@ -260,11 +267,26 @@ func windowsAt(pool *v1alpha1.MachineConfigPool, now time.Time) windowState {
 	return w
 }
 
-func planPool(pool *v1alpha1.MachineConfigPool, w windowState) plan.Pool {
+func planPool(pool *v1alpha1.MachineConfigPool, w windowState, target plan.Target, now time.Time) plan.Pool {
 	p := plan.Pool{Name: pool.Name, Paused: pool.Spec.Paused, MaxUnavailable: pool.Spec.MaxUnavailable, MaxFailedNodes: 1,
-		OutsideWindow: !w.open()}
+		OutsideWindow: !w.open(), Now: now}
 	if pool.Spec.MaxFailedNodes != nil {
 		p.MaxFailedNodes = *pool.Spec.MaxFailedNodes
+	}
+	if pool.Spec.StageAhead != nil {
+		p.StageAhead = int(max(*pool.Spec.StageAhead, 0))
+	}
+	if c := pool.Spec.Canary; c != nil {
+		p.Canary = &plan.Canary{BySelector: c.NodeSelector != nil, Soak: c.SoakTime.Duration}
+		if c.Count != nil {
+			p.Canary.Count = int(*c.Count)
+		}
+		// The soak this controller recorded, if it is of this target:
+		// the status is its only memory of when the soak started.
+		if st := pool.Status.Canary; st != nil && st.SoakStartedAt != nil &&
+			st.TargetConfig == target.Config && st.TargetImage == target.Image {
+			p.Canary.SoakStartedAt = st.SoakStartedAt.Time
+		}
 	}
 	return p
 }
@@ -289,6 +311,7 @@ func (r *Reconciler) poolNodes(ctx context.Context, pool *v1alpha1.MachineConfig
 		return set, fmt.Errorf("list pools: %w", err)
 	}
 	sels := poolSelectors(pools.Items)
+	canary := canarySelector(pool)
 	var nodes corev1.NodeList
 	if err := r.Client.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 		return set, fmt.Errorf("list nodes of pool %s: %w", pool.Name, err)
@@ -296,7 +319,9 @@ func (r *Reconciler) poolNodes(ctx context.Context, pool *v1alpha1.MachineConfig
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		set.byName[n.Name] = n
-		set.plan = append(set.plan, planNode(n, sels.poolsOf(n)))
+		pn := planNode(n, sels.poolsOf(n))
+		pn.InCanary = canary != nil && canary.Matches(labels.Set(n.Labels))
+		set.plan = append(set.plan, pn)
 	}
 	return set, nil
 }
@@ -321,6 +346,8 @@ func (r *Reconciler) apply(ctx context.Context, s *scope, nodes map[string]*core
 		}
 		next.Annotations[v1alpha1.DesiredConfigAnnotation] = a.Config
 		next.Annotations[v1alpha1.DesiredImageAnnotation] = a.Image
+		// Its turn: what it staged ahead, if anything, is its update's.
+		delete(next.Annotations, v1alpha1.DesiredStageAnnotation)
 		next.Annotations[v1alpha1.NodePoolAnnotation] = s.pool.Name
 		next.Annotations[v1alpha1.HealthCheckTimeoutAnnotation] = health.String()
 		if s.target.pullSecret != "" {
@@ -344,7 +371,49 @@ func (r *Reconciler) apply(ctx context.Context, s *scope, nodes map[string]*core
 		r.Recorder.Eventf(s.pool, next, corev1.EventTypeNormal, "NodeUpdateStarted", "Update",
 			"Node %s: desired config %s, image %s", a.Node, a.Config, a.Image)
 	}
+	errs = append(errs, r.applyStage(ctx, s, nodes)...)
 	return errors.Join(errs...)
+}
+
+// applyStage makes the desiredStage annotations of the pool's nodes what
+// the plan says: the image on the nodes of Stage, none on the others
+// (the nodes just taken had theirs removed with their desired pair).
+// The pull secret goes with it, as the download needs it.
+func (r *Reconciler) applyStage(ctx context.Context, s *scope, nodes map[string]*corev1.Node) []error {
+	want := make(map[string]string, len(s.result.Stage))
+	for _, a := range s.result.Stage {
+		want[a.Node] = a.Image
+	}
+	taken := make(map[string]bool, len(s.result.Actions))
+	for _, a := range s.result.Actions {
+		taken[a.Node] = true
+	}
+	var errs []error
+	for name, n := range nodes {
+		image, has := n.Annotations[v1alpha1.DesiredStageAnnotation]
+		if taken[name] || image == want[name] && (has || want[name] == "") {
+			continue
+		}
+		patch := client.MergeFrom(n)
+		next := n.DeepCopy()
+		if next.Annotations == nil {
+			next.Annotations = map[string]string{}
+		}
+		if want[name] == "" {
+			delete(next.Annotations, v1alpha1.DesiredStageAnnotation)
+		} else {
+			next.Annotations[v1alpha1.DesiredStageAnnotation] = want[name]
+			if s.target.pullSecret != "" {
+				next.Annotations[v1alpha1.ImagePullSecretAnnotation] = s.target.pullSecret
+			}
+		}
+		if err := r.Client.Patch(ctx, next, patch); err != nil {
+			errs = append(errs, fmt.Errorf("set the desired stage of node %s: %w", name, err))
+			continue
+		}
+		log.FromContext(ctx).Info("Node's desired stage changed", "node", name, "desiredStage", want[name], "previous", image)
+	}
+	return errs
 }
 
 // writeStatus writes the pool's status this controller owns when it

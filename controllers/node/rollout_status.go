@@ -31,6 +31,8 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 	st.DegradedMachineCount = res.DegradedCount
 	st.MaintenanceWindow = windowStatus(s.window)
 	st.NewNodes = newNodes(st.NewNodes, s.target, pool.Spec.Paused, res.Halted, s.nodes)
+	st.StagedAheadMachineCount = res.StagedAheadCount
+	st.Canary = canaryStatus(s)
 
 	gen := pool.Generation
 	updated := metav1.Condition{Type: v1alpha1.PoolUpdated, ObservedGeneration: gen}
@@ -56,10 +58,14 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidMaintenanceWindow
 		updated.Message = fmt.Sprintf("No node is taken until the maintenance windows are fixed: %v; %d of %d nodes run %s",
 			s.window.err, res.UpdatedCount, res.MachineCount, what)
+	case res.Halted && res.Canary != nil && res.Canary.Phase != v1alpha1.CanaryDone:
+		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonRolloutHalted
+		updated.Message = fmt.Sprintf("The rollout of %s is halted: %d nodes failed during the canary or its soak, where one failure halts; %d of %d nodes updated",
+			what, failedOnTarget(res), res.UpdatedCount, res.MachineCount)
 	case res.Halted:
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonRolloutHalted
 		updated.Message = fmt.Sprintf("The rollout of %s is halted: %d nodes failed (maxFailedNodes %d); %d of %d nodes updated",
-			what, failedOnTarget(res), planPool(pool, s.window).MaxFailedNodes, res.UpdatedCount, res.MachineCount)
+			what, failedOnTarget(res), planPool(pool, s.window, s.target.Target, time.Time{}).MaxFailedNodes, res.UpdatedCount, res.MachineCount)
 	case !s.window.open():
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonOutsideMaintenanceWindow
 		updated.Message = fmt.Sprintf("Outside the maintenance windows, %s: %d of %d nodes run %s",
@@ -76,12 +82,23 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonHeldByGate
 		updated.Message = fmt.Sprintf("Every node to be taken is held by a gate: %s; %d of %d nodes run %s",
 			blockedNodes(s.gates, res.Blocked), res.UpdatedCount, res.MachineCount, what)
+	case res.Canary != nil && res.Canary.Phase == v1alpha1.CanaryUpdating:
+		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonCanaryUpdating
+		updated.Message = fmt.Sprintf("The canary is updating: %d of its %d nodes run %s; the other nodes wait for it and its soak (%s)",
+			res.Canary.UpdatedCount, res.Canary.MachineCount, what, pool.Spec.Canary.SoakTime.Duration)
+	case res.Canary != nil && res.Canary.Phase == v1alpha1.CanarySoaking:
+		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonCanarySoaking
+		updated.Message = fmt.Sprintf("The canary's %d nodes run %s; soaking until %s, then the other %d nodes follow",
+			res.Canary.MachineCount, what, res.Canary.SoakUntil.UTC().Format(time.RFC3339), res.MachineCount-res.UpdatedCount)
 	default:
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonRollingOut
 		updated.Message = fmt.Sprintf("%d of %d nodes run %s", res.UpdatedCount, res.MachineCount, what)
 		if len(res.Blocked) > 0 {
 			updated.Message += "; not taken, held by a gate: " + blockedNodes(s.gates, res.Blocked)
 		}
+	}
+	if res.StagedAheadCount > 0 && !res.Updated {
+		updated.Message += fmt.Sprintf("; %d nodes hold the image staged ahead", res.StagedAheadCount)
 	}
 	if len(res.WaitingForDaemon) > 0 && !res.Updated {
 		updated.Message += fmt.Sprintf("; waiting for the daemon to record the original image of %s", listed(res.WaitingForDaemon))
@@ -109,6 +126,10 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		updating.Status, updating.Reason = metav1.ConditionTrue, v1alpha1.ReasonRollingOut
 		updating.Message = fmt.Sprintf("Updating to %s: %d of %d nodes updated, %d unavailable (maxUnavailable %d)",
 			what, res.UpdatedCount, res.MachineCount, res.UnavailableCount, res.MaxUnavailable)
+		if updated.Reason == v1alpha1.ReasonCanaryUpdating || updated.Reason == v1alpha1.ReasonCanarySoaking {
+			updating.Reason = updated.Reason
+			updating.Message += "; " + updated.Message
+		}
 		if !s.window.open() || s.gates.held() || updated.Reason == v1alpha1.ReasonInvalidGate {
 			updating.Message += "; nodes already updating finish, no other node is taken: " + updated.Message
 		} else if len(res.Blocked) > 0 {
@@ -151,6 +172,22 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		c.Message = status.Message(c.Message)
 		meta.SetStatusCondition(&st.Conditions, *c)
 	}
+}
+
+// canaryStatus is status.canary: absent without a canary, or without a
+// target to measure nodes against.
+func canaryStatus(s *scope) *v1alpha1.CanaryStatus {
+	c := s.result.Canary
+	if c == nil {
+		return nil
+	}
+	out := &v1alpha1.CanaryStatus{Phase: c.Phase, TargetConfig: s.target.Config, TargetImage: s.target.Image,
+		MachineCount: c.MachineCount, UpdatedMachineCount: c.UpdatedCount}
+	if !c.SoakStartedAt.IsZero() {
+		out.SoakStartedAt = &metav1.Time{Time: c.SoakStartedAt}
+		out.SoakUntil = &metav1.Time{Time: c.SoakUntil}
+	}
+	return out
 }
 
 // windowStatus is status.maintenanceWindow: absent without windows or

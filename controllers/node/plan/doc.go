@@ -23,4 +23,19 @@
 //     the daemon would not retry it.
 //   - A node selected by several pools belongs to none: no pool can know
 //     which target is right for it, so it is reported and never touched.
+//
+// Two more choose which nodes move when (canary.go, stageAhead):
+//
+//   - A canary (the first Count nodes by name, or those a selector
+//     picks) takes a new target first; then the pool soaks from the
+//     first plan that sees every canary node on the target (the caller
+//     records that time in the pool's status and passes it back, since
+//     the planner keeps nothing); then the rest. Until the soak ends one
+//     failure on the target halts, as maxFailedNodes does.
+//   - Stage ahead: the next StageAhead available nodes in turn that are
+//     not taken are asked to download the target's image ahead, locked.
+//     Nodes holding it staged, then those asked, come first in turn, so
+//     the set stays the same from one plan to the next and a download
+//     once started is used; at most maxUnavailable + StageAhead nodes
+//     download at once.
 package plan

@@ -3,6 +3,7 @@ package plan
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -22,6 +23,14 @@ type Pool struct {
 	// Held: a gate of the pool (spec.gates) holds every node, or cannot
 	// be evaluated. No node is taken, as outside a window.
 	Held bool
+	// StageAhead is how many available nodes, beyond those taken, are
+	// asked to download the target ahead (Result.Stage); 0 is none.
+	StageAhead int
+	// Canary, when set, makes its nodes take a new target first and the
+	// rest wait for its soak (canary.go).
+	Canary *Canary
+	// Now is the time of the plan; only the canary's soak reads it.
+	Now time.Time
 }
 
 // Target is what the pool's nodes should run.
@@ -56,6 +65,13 @@ type Node struct {
 	// Blocked: a gate holds this node (a blocking pod runs on it). It is
 	// not taken, and frees its place for another.
 	Blocked bool
+	// DesiredStage and StagedImage are the stage-ahead annotations: the
+	// image the controller asked the node to download ahead, and the
+	// image its daemon holds staged locked.
+	DesiredStage, StagedImage string
+	// InCanary: the pool's canary selector selects the node (read only
+	// when the canary is by selector).
+	InCanary bool
 }
 
 // Action asks the controller to set the desiredConfig and desiredImage
@@ -95,6 +111,18 @@ type Result struct {
 	// Halted: at least MaxFailedNodes nodes are Degraded on the target.
 	Halted bool
 
+	// Stage lists every node that should be asked to download its image
+	// ahead (the desiredStage annotation), sorted by node name: at most
+	// Pool.StageAhead, and no node taken. Every other node of the pool
+	// should have none.
+	Stage []Action
+	// StagedAheadCount is the number of nodes not yet sent the target
+	// that hold its image staged ahead.
+	StagedAheadCount int32
+	// Canary is the canary's progress; nil without one, or without a
+	// measured target.
+	Canary *CanaryResult
+
 	Degraded         []NodeProblem // nodes with state Degraded, by name, with their reason
 	Conflicts        []string      // nodes selected by several pools, by name
 	WaitingForDaemon []string      // nodes that need their OriginalImage but have none recorded yet, by name
@@ -108,7 +136,14 @@ type candidate struct {
 	node        *Node
 	image       string
 	unavailable bool
+	canary      bool
 }
+
+// staged says whether the candidate holds its image staged ahead.
+func (c candidate) staged() bool { return c.node.StagedImage == c.image }
+
+// asked says whether the candidate was asked to stage its image ahead.
+func (c candidate) asked() bool { return c.node.DesiredStage == c.image }
 
 // Plan decides which nodes of pool are sent target next and computes the
 // pool's counts and flags. Node names are taken to be unique; the result
@@ -120,6 +155,8 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 	measured := target.Config != ""
 	var candidates []candidate
 	inFlight := false
+	canary := canaryMembers(pool.Canary, nodes)
+	var canaryCount, canaryUpdated int32
 
 	for i := range nodes {
 		n := &nodes[i]
@@ -153,13 +190,20 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 		if !measured {
 			continue
 		}
+		inCanary := canary[n.Name]
+		if inCanary {
+			canaryCount++
+		}
+		if n.StagedImage == image && n.DesiredImage != image {
+			r.StagedAheadCount++
+		}
 		if n.DesiredImage != image || n.DesiredConfig != target.Config {
 			if candidates == nil {
 				// A settled pool, the common case, has none: allocate on
 				// the first.
 				candidates = make([]candidate, 0, len(nodes)-i)
 			}
-			candidates = append(candidates, candidate{node: n, image: image, unavailable: unavail})
+			candidates = append(candidates, candidate{node: n, image: image, unavailable: unavail, canary: inCanary})
 			continue
 		}
 		switch {
@@ -172,18 +216,38 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 			if n.Ready {
 				r.ReadyCount++
 			}
+			if inCanary {
+				canaryUpdated++
+			}
 		}
 	}
 
 	r.MaxUnavailable = maxUnavailable(pool.MaxUnavailable, int(r.MachineCount))
 	r.Halted = measured && r.FailedCount >= max(pool.MaxFailedNodes, 1)
 
-	if !pool.Paused && !pool.OutsideWindow && !pool.Held && target.Waiting == "" && measured && !r.Halted && len(candidates) > 0 {
-		r.Actions, r.Blocked = take(candidates, r.MaxUnavailable-int(r.UnavailableCount), target.Config)
+	// The canary decides which candidates may be taken now (eligible)
+	// and which are the next ones once those are (the stage-ahead pool).
+	eligible, next := candidates, candidates
+	if pool.Canary != nil && measured {
+		r.Canary = canaryPhase(pool.Canary, pool.Now, canaryCount, canaryUpdated, candidates)
+		// One failure on the target while the canary updates or soaks
+		// halts, whatever maxFailedNodes says: that is what it is for.
+		if r.Canary.Phase != v1alpha1.CanaryDone && r.FailedCount > 0 {
+			r.Halted = true
+		}
+		eligible, next = r.Canary.split(candidates)
+	}
+
+	if !pool.Paused && !pool.OutsideWindow && !pool.Held && target.Waiting == "" && measured && !r.Halted && len(eligible) > 0 {
+		r.Actions, r.Blocked = take(eligible, r.MaxUnavailable-int(r.UnavailableCount), target.Config)
+	}
+	if pool.StageAhead > 0 && !pool.Paused && target.Waiting == "" && measured && !r.Halted {
+		r.Stage = stageAhead(next, r.Actions, pool.StageAhead)
 	}
 	r.PendingCount = int32(len(candidates) - len(r.Actions))
 	r.Updated = target.Waiting == "" && measured && r.UpdatedCount == r.MachineCount
-	r.Updating = !pool.Paused && (inFlight || len(r.Actions) > 0)
+	soaking := r.Canary != nil && r.Canary.Phase == v1alpha1.CanarySoaking && !r.Halted
+	r.Updating = !pool.Paused && (inFlight || len(r.Actions) > 0 || soaking)
 
 	slices.Sort(r.Conflicts)
 	slices.Sort(r.WaitingForDaemon)
@@ -191,19 +255,38 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 	return r
 }
 
+// byTurn orders candidates as the rollout takes them: unavailable ones
+// first (they cost no capacity), then those holding their image staged
+// ahead, then those asked to stage it (their download started), then by
+// name. Without staging ahead this is name order, and the stage-ahead
+// set stays the same from one plan to the next.
+func byTurn(a, b candidate) int {
+	if a.unavailable != b.unavailable {
+		if a.unavailable {
+			return -1
+		}
+		return 1
+	}
+	if a.staged() != b.staged() {
+		if a.staged() {
+			return -1
+		}
+		return 1
+	}
+	if a.asked() != b.asked() {
+		if a.asked() {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Compare(a.node.Name, b.node.Name)
+}
+
 // take returns the actions for every unavailable candidate and for
-// available candidates, by name, while capacity lasts, and the blocked
+// available candidates, in turn, while capacity lasts, and the blocked
 // candidates it passed over on the way.
 func take(candidates []candidate, capacity int, config string) ([]Action, []string) {
-	slices.SortFunc(candidates, func(a, b candidate) int {
-		if a.unavailable != b.unavailable {
-			if a.unavailable {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(a.node.Name, b.node.Name)
-	})
+	slices.SortFunc(candidates, byTurn)
 	var actions []Action
 	var blocked []string
 	for _, c := range candidates {
@@ -227,6 +310,27 @@ func take(candidates []candidate, capacity int, config string) ([]Action, []stri
 	slices.SortFunc(actions, func(a, b Action) int { return cmp.Compare(a.Node, b.Node) })
 	slices.Sort(blocked)
 	return actions, blocked
+}
+
+// stageAhead picks the nodes asked to download their image ahead: the
+// first n available candidates in turn that are not taken and whose
+// image is not the one they run (a config-only change downloads
+// nothing).
+func stageAhead(candidates []candidate, taken []Action, n int) []Action {
+	slices.SortFunc(candidates, byTurn)
+	var out []Action
+	for _, c := range candidates {
+		if len(out) == n {
+			break
+		}
+		if c.unavailable || c.image == c.node.CurrentImage ||
+			slices.ContainsFunc(taken, func(a Action) bool { return a.Node == c.node.Name }) {
+			continue
+		}
+		out = append(out, Action{Node: c.node.Name, Image: c.image})
+	}
+	slices.SortFunc(out, func(a, b Action) int { return cmp.Compare(a.Node, b.Node) })
+	return out
 }
 
 // unavailable reports whether n cannot be counted on to run workloads: not

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -593,5 +594,174 @@ func TestDeterministic(t *testing.T) {
 	}
 	if !tookSome || !haltedSome {
 		t.Errorf("the mix should both take nodes and halt (took %v, halted %v): the test proves little", tookSome, haltedSome)
+	}
+}
+
+func (n Node) staging(image string) Node {
+	n.DesiredStage = image
+	return n
+}
+
+func (n Node) stagedAhead(image string) Node {
+	n.DesiredStage, n.StagedImage = image, image
+	return n
+}
+
+// TestStageAheadAndCanary checks the stage-ahead set and the canary's
+// phases one plan at a time; the golden rollouts show whole sequences.
+func TestStageAheadAndCanary(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	ahead := func(n int) Pool { return Pool{Name: "worker", StageAhead: n} }
+	canary := func(count int, soak time.Duration, started time.Time, now time.Time) Pool {
+		return Pool{Name: "worker", Canary: &Canary{Count: count, Soak: soak, SoakStartedAt: started}, Now: now}
+	}
+	stage := func(nodes ...string) []Action {
+		var out []Action
+		for _, n := range nodes {
+			out = append(out, Action{Node: n, Image: imgB})
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		pool   Pool
+		target Target
+		nodes  []Node
+		// want are the fields checked; the others are TestPlan's.
+		wantTake                 []string
+		wantStage                []Action
+		wantStaged               int32
+		wantHalted, wantUpdating bool
+		wantCanary               *CanaryResult
+	}{
+		{
+			name: "the next nodes by name stage, beyond the one taken", pool: ahead(2), target: tB,
+			nodes:    []Node{nd("w1"), nd("w2"), nd("w3"), nd("w4")},
+			wantTake: []string{"w1"}, wantStage: stage("w2", "w3"), wantUpdating: true,
+		},
+		{
+			name: "a node holding the image staged is taken before the others", pool: ahead(1), target: tB,
+			nodes:    []Node{nd("w1"), nd("w2"), nd("w3").stagedAhead(imgB)},
+			wantTake: []string{"w3"}, wantStage: stage("w1"), wantStaged: 1, wantUpdating: true,
+		},
+		{
+			name: "a node staging keeps its place over one by name", pool: ahead(1), target: tB,
+			nodes:    []Node{nd("w1").sent(c2, imgB).in(working), nd("w2"), nd("w3").staging(imgB)},
+			wantTake: nil, wantStage: stage("w3"), wantUpdating: true,
+		},
+		{
+			name: "a staged image of another target does not count", pool: ahead(1), target: tB,
+			nodes:     []Node{nd("w1").sent(c2, imgB).in(working), nd("w2").stagedAhead(imgC)},
+			wantStage: stage("w2"), wantUpdating: true,
+		},
+		{
+			name: "an unavailable node is taken for free, not staged", pool: ahead(2), target: tB,
+			nodes:    []Node{nd("w1").notReady(), nd("w2"), nd("w3"), nd("w4")},
+			wantTake: []string{"w1"}, wantStage: stage("w2", "w3"), wantUpdating: true,
+		},
+		{
+			name: "a config-only change downloads nothing", pool: ahead(2), target: Target{Config: c2, Image: imgA},
+			nodes:    []Node{nd("w1"), nd("w2"), nd("w3")},
+			wantTake: []string{"w1"}, wantUpdating: true,
+		},
+		{
+			name: "paused: nothing staged", pool: Pool{Name: "worker", StageAhead: 2, Paused: true}, target: tB,
+			nodes: []Node{nd("w1"), nd("w2"), nd("w3").staging(imgB)},
+		},
+		{
+			name: "halted: nothing staged", pool: Pool{Name: "worker", StageAhead: 2, MaxFailedNodes: 1}, target: tB,
+			nodes:      []Node{nd("w1").sent(c2, imgB).failed("boom"), nd("w2").stagedAhead(imgB), nd("w3")},
+			wantStaged: 1, wantHalted: true,
+		},
+		{
+			name: "waiting for the build: nothing staged", pool: ahead(2), target: Target{Config: c2, Image: imgB, Waiting: "build"},
+			nodes: []Node{nd("w1"), nd("w2")},
+		},
+		{
+			name: "outside the window: nothing taken, the first nodes stage", pool: Pool{Name: "worker", StageAhead: 1, OutsideWindow: true}, target: tB,
+			nodes:     []Node{nd("w1"), nd("w2")},
+			wantStage: stage("w1"),
+		},
+		{
+			name: "canary updating: only its nodes are taken and staged", pool: func() Pool { p := canary(2, time.Hour, time.Time{}, t0); p.StageAhead = 2; return p }(), target: tB,
+			nodes:    []Node{nd("w1"), nd("w2"), nd("w3"), nd("w4")},
+			wantTake: []string{"w1"}, wantStage: stage("w2"), wantUpdating: true,
+			wantCanary: &CanaryResult{Phase: v1alpha1.CanaryUpdating, MachineCount: 2},
+		},
+		{
+			name: "canary updated: the soak starts now, nothing taken", pool: canary(2, time.Hour, time.Time{}, t0), target: tB,
+			nodes:        []Node{nd("w1").on(c2, imgB), nd("w2").on(c2, imgB), nd("w3")},
+			wantUpdating: true,
+			wantCanary:   &CanaryResult{Phase: v1alpha1.CanarySoaking, MachineCount: 2, UpdatedCount: 2, SoakStartedAt: t0, SoakUntil: t0.Add(time.Hour)},
+		},
+		{
+			name: "soaking: a minute before its end, nothing taken", pool: canary(2, time.Hour, t0, t0.Add(59*time.Minute)), target: tB,
+			nodes:        []Node{nd("w1").on(c2, imgB), nd("w2").on(c2, imgB), nd("w3")},
+			wantUpdating: true,
+			wantCanary:   &CanaryResult{Phase: v1alpha1.CanarySoaking, MachineCount: 2, UpdatedCount: 2, SoakStartedAt: t0, SoakUntil: t0.Add(time.Hour)},
+		},
+		{
+			name: "soaked: at its end the rest is taken", pool: canary(2, time.Hour, t0, t0.Add(time.Hour)), target: tB,
+			nodes:    []Node{nd("w1").on(c2, imgB), nd("w2").on(c2, imgB), nd("w3")},
+			wantTake: []string{"w3"}, wantUpdating: true,
+			wantCanary: &CanaryResult{Phase: v1alpha1.CanaryDone, MachineCount: 2, UpdatedCount: 2, SoakStartedAt: t0, SoakUntil: t0.Add(time.Hour)},
+		},
+		{
+			name: "one canary failure halts although maxFailedNodes is 3", pool: func() Pool { p := canary(2, time.Hour, time.Time{}, t0); p.MaxFailedNodes = 3; return p }(), target: tB,
+			nodes:      []Node{nd("w1").on(c2, imgB), nd("w2").sent(c2, imgB).failed("rolled back"), nd("w3")},
+			wantHalted: true,
+			wantCanary: &CanaryResult{Phase: v1alpha1.CanaryUpdating, MachineCount: 2, UpdatedCount: 1},
+		},
+		{
+			name: "after the soak maxFailedNodes applies again", pool: func() Pool {
+				p := canary(1, time.Hour, t0, t0.Add(2*time.Hour))
+				p.MaxFailedNodes, p.MaxUnavailable = 3, num(2)
+				return p
+			}(), target: tB,
+			nodes:    []Node{nd("w1").on(c2, imgB), nd("w2").sent(c2, imgB).failed("rolled back"), nd("w3")},
+			wantTake: []string{"w3"}, wantUpdating: true,
+			wantCanary: &CanaryResult{Phase: v1alpha1.CanaryDone, MachineCount: 1, UpdatedCount: 1, SoakStartedAt: t0, SoakUntil: t0.Add(time.Hour)},
+		},
+		{
+			name: "a failure of a node outside the canary during the soak halts", pool: func() Pool { p := canary(1, time.Hour, t0, t0.Add(time.Minute)); p.MaxFailedNodes = 3; return p }(), target: tB,
+			nodes:      []Node{nd("w1").on(c2, imgB), nd("w2").sent(c2, imgB).failed("rolled back"), nd("w3")},
+			wantHalted: true,
+			wantCanary: &CanaryResult{Phase: v1alpha1.CanarySoaking, MachineCount: 1, UpdatedCount: 1, SoakStartedAt: t0, SoakUntil: t0.Add(time.Hour)},
+		},
+		{
+			name: "by selector: the selected nodes go first, whatever their names", pool: Pool{Name: "worker", Canary: &Canary{BySelector: true, Soak: time.Hour}, Now: t0}, target: tB,
+			nodes:    inCanary([]Node{nd("w1"), nd("w2"), nd("w3")}, "w3"),
+			wantTake: []string{"w3"}, wantUpdating: true,
+			wantCanary: &CanaryResult{Phase: v1alpha1.CanaryUpdating, MachineCount: 1},
+		},
+		{
+			name: "every node on the target: no soak", pool: canary(1, time.Hour, time.Time{}, t0), target: tB,
+			nodes:      []Node{nd("w1").on(c2, imgB), nd("w2").on(c2, imgB)},
+			wantCanary: &CanaryResult{Phase: v1alpha1.CanaryDone, MachineCount: 1, UpdatedCount: 1},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Plan(tc.pool, tc.target, tc.nodes)
+			var took []string
+			for _, a := range r.Actions {
+				took = append(took, a.Node)
+			}
+			if !reflect.DeepEqual(took, tc.wantTake) {
+				t.Errorf("took %v, want %v", took, tc.wantTake)
+			}
+			if !reflect.DeepEqual(r.Stage, tc.wantStage) {
+				t.Errorf("stage %v, want %v", r.Stage, tc.wantStage)
+			}
+			if r.StagedAheadCount != tc.wantStaged {
+				t.Errorf("staged ahead %d, want %d", r.StagedAheadCount, tc.wantStaged)
+			}
+			if r.Halted != tc.wantHalted || r.Updating != tc.wantUpdating {
+				t.Errorf("halted %v updating %v, want %v and %v", r.Halted, r.Updating, tc.wantHalted, tc.wantUpdating)
+			}
+			if !reflect.DeepEqual(r.Canary, tc.wantCanary) {
+				t.Errorf("canary %+v, want %+v", r.Canary, tc.wantCanary)
+			}
+		})
 	}
 }

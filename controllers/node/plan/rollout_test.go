@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -50,7 +52,19 @@ type sim struct {
 	target Target
 	nodes  []simNode
 	out    bytes.Buffer
+	// soakStart and soakTarget are the soak the controller recorded in
+	// the pool's status, and for which target.
+	soakStart  time.Time
+	soakTarget Target
+	// pulls are the downloads the daemons started this tick: "ahead"
+	// (stage ahead) or "update" (an update without its image staged).
+	pulls []string
 }
+
+// tickTime is the sim's clock: tick n is n minutes after start.
+var start = time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+
+func tickTime(tick int) time.Time { return start.Add(time.Duration(tick) * time.Minute) }
 
 func (s *sim) node(name string) *simNode {
 	for i := range s.nodes {
@@ -95,9 +109,26 @@ func (s *sim) step(n *simNode) {
 			return
 		}
 		if n.State == done && n.DesiredConfig == n.CurrentConfig && n.DesiredImage == n.CurrentImage {
+			// Idle: the daemon stages ahead what it is asked to, locked,
+			// and drops a stage it is no longer asked for.
+			switch {
+			case n.DesiredStage != "" && n.StagedImage != n.DesiredStage:
+				n.StagedImage = n.DesiredStage
+				s.pulls = append(s.pulls, n.Name+"(ahead)")
+			case n.DesiredStage == "":
+				n.StagedImage = ""
+			}
 			return
 		}
 		n.State, n.Reason = working, ""
+		if n.DesiredImage != n.CurrentImage {
+			// The update stages its image now, unless it was staged
+			// ahead: then there is nothing to download.
+			if n.StagedImage != n.DesiredImage {
+				s.pulls = append(s.pulls, n.Name+"(update)")
+			}
+			n.StagedImage = ""
+		}
 	case working:
 		if n.DesiredImage == n.CurrentImage {
 			n.CurrentConfig, n.State = n.DesiredConfig, done
@@ -129,9 +160,23 @@ func (s *sim) record(tick int, r Result) {
 			flags = append(flags, f.name)
 		}
 	}
-	fmt.Fprintf(&s.out, "tick %d take [%s] machines %d updated %d ready %d unavailable %d degraded %d failed %d pending %d max %d [%s]\n",
+	fmt.Fprintf(&s.out, "tick %d take [%s] machines %d updated %d ready %d unavailable %d degraded %d failed %d pending %d max %d [%s]",
 		tick, strings.Join(took, " "), r.MachineCount, r.UpdatedCount, r.ReadyCount, r.UnavailableCount,
 		r.DegradedCount, r.FailedCount, r.PendingCount, r.MaxUnavailable, strings.Join(flags, " "))
+	if s.sc.pool.StageAhead > 0 {
+		var staging []string
+		for _, a := range r.Stage {
+			staging = append(staging, a.Node)
+		}
+		fmt.Fprintf(&s.out, " stage [%s] staged %d", strings.Join(staging, " "), r.StagedAheadCount)
+	}
+	if c := r.Canary; c != nil {
+		fmt.Fprintf(&s.out, " canary %s %d/%d", c.Phase, c.UpdatedCount, c.MachineCount)
+		if !c.SoakUntil.IsZero() {
+			fmt.Fprintf(&s.out, " soak %s-%s", c.SoakStartedAt.Format("15:04"), c.SoakUntil.Format("15:04"))
+		}
+	}
+	s.out.WriteByte('\n')
 	for _, n := range s.nodes {
 		ready := "Ready"
 		if !n.Ready {
@@ -139,10 +184,54 @@ func (s *sim) record(tick int, r Result) {
 		}
 		fmt.Fprintf(&s.out, "  %-4s %-8s %-9s cur %s/%s des %s/%s", n.Name, ready, n.State,
 			s.short(n.CurrentConfig), s.short(n.CurrentImage), s.short(n.DesiredConfig), s.short(n.DesiredImage))
+		if n.DesiredStage != "" {
+			fmt.Fprintf(&s.out, " stage %s", s.short(n.DesiredStage))
+		}
+		if n.StagedImage != "" {
+			fmt.Fprintf(&s.out, " staged %s", s.short(n.StagedImage))
+		}
 		if n.Reason != "" {
 			fmt.Fprintf(&s.out, " %q", n.Reason)
 		}
 		s.out.WriteByte('\n')
+	}
+}
+
+// plan plans at tick with the soak recorded for the current target, as
+// the controller reads it back from the pool's status.
+func (s *sim) plan(tick int) Result {
+	pool := s.sc.pool
+	pool.Now = tickTime(tick)
+	if pool.Canary != nil {
+		c := *pool.Canary
+		c.SoakStartedAt = time.Time{}
+		if s.soakTarget == s.target {
+			c.SoakStartedAt = s.soakStart
+		}
+		pool.Canary = &c
+	}
+	return Plan(pool, s.target, s.plain())
+}
+
+// apply writes a plan as the controller does: the desired pair of the
+// nodes taken, the desiredStage of those in Stage (and of no other), and
+// the soak's start into the status.
+func (s *sim) apply(r Result) {
+	for _, a := range r.Actions {
+		n := s.node(a.Node)
+		n.DesiredConfig, n.DesiredImage = a.Config, a.Image
+	}
+	for i := range s.nodes {
+		n := &s.nodes[i]
+		n.DesiredStage = ""
+		for _, a := range r.Stage {
+			if a.Node == n.Name {
+				n.DesiredStage = a.Image
+			}
+		}
+	}
+	if c := r.Canary; c != nil && !c.SoakStartedAt.IsZero() {
+		s.soakStart, s.soakTarget = c.SoakStartedAt, s.target
 	}
 }
 
@@ -165,12 +254,9 @@ func (s *sim) run() {
 			e.do(s)
 			fmt.Fprintf(&s.out, "tick %d event: %s\n", tick, e.say)
 		}
-		r := Plan(s.sc.pool, s.target, s.plain())
-		for _, a := range r.Actions {
-			n := s.node(a.Node)
-			n.DesiredConfig, n.DesiredImage = a.Config, a.Image
-		}
-		after := Plan(s.sc.pool, s.target, s.plain())
+		r := s.plan(tick)
+		s.apply(r)
+		after := s.plan(tick)
 		if limit := max(int32(r.MaxUnavailable), r.UnavailableCount); after.UnavailableCount > limit {
 			s.t.Errorf("tick %d: %d nodes unavailable after the actions, more than max(maxUnavailable %d, %d unavailable before)",
 				tick, after.UnavailableCount, r.MaxUnavailable, r.UnavailableCount)
@@ -178,12 +264,25 @@ func (s *sim) run() {
 		if len(after.Actions) > 0 {
 			s.t.Errorf("tick %d: planning again with nothing changed takes %v: the plan is not level-based", tick, after.Actions)
 		}
+		if fmt.Sprint(after.Stage) != fmt.Sprint(r.Stage) {
+			s.t.Errorf("tick %d: planning again with nothing changed stages %v, before %v: the plan is not level-based", tick, after.Stage, r.Stage)
+		}
+		if len(r.Stage) > s.sc.pool.StageAhead {
+			s.t.Errorf("tick %d: %d nodes asked to stage ahead, more than stageAhead %d", tick, len(r.Stage), s.sc.pool.StageAhead)
+		}
 		s.record(tick, r)
 		if r.Updated && tick >= lastEvent {
 			return
 		}
+		s.pulls = nil
 		for i := range s.nodes {
 			s.step(&s.nodes[i])
+		}
+		if s.sc.pool.StageAhead > 0 {
+			fmt.Fprintf(&s.out, "  pulls [%s]\n", strings.Join(s.pulls, " "))
+		}
+		if limit := r.MaxUnavailable + s.sc.pool.StageAhead; len(s.pulls) > limit {
+			s.t.Errorf("tick %d: %d downloads at once (%v), more than maxUnavailable + stageAhead = %d", tick, len(s.pulls), s.pulls, limit)
 		}
 	}
 	s.t.Errorf("the pool is not updated after %d ticks", maxTicks)
@@ -232,6 +331,16 @@ func setWindow(open bool) event {
 		say = "maintenance window opens"
 	}
 	return event{say: say, do: func(s *sim) { s.sc.pool.OutsideWindow = !open }}
+}
+
+// inCanary marks the named nodes as selected by the pool's canary.
+func inCanary(nodes []Node, names ...string) []Node {
+	for i := range nodes {
+		if slices.Contains(names, nodes[i].Name) {
+			nodes[i].InCanary = true
+		}
+	}
+	return nodes
 }
 
 func TestRolloutGolden(t *testing.T) {
@@ -326,6 +435,57 @@ func TestRolloutGolden(t *testing.T) {
 				2: {setWindow(false)},
 				7: {setWindow(true)},
 			},
+		},
+		{
+			name: "stage-ahead-2",
+			about: "6 nodes, maxUnavailable 1, stageAhead 2: the next two nodes download B ahead\n" +
+				"# (locked) while one updates; a node's turn then downloads nothing, and at\n" +
+				"# most maxUnavailable + stageAhead = 3 nodes download at once.",
+			pool:   Pool{Name: "worker", StageAhead: 2},
+			target: tB,
+			nodes:  workers(6),
+		},
+		{
+			name: "stage-ahead-window-closed",
+			about: "4 nodes, maxUnavailable 1, stageAhead 2, outside the maintenance window:\n" +
+				"# nobody is taken, but two nodes download B ahead; when the window opens\n" +
+				"# their turns are drain and reboot only.",
+			pool:   Pool{Name: "worker", StageAhead: 2, OutsideWindow: true},
+			target: tB,
+			nodes:  workers(4),
+			events: map[int][]event{
+				4: {setWindow(true)},
+			},
+		},
+		{
+			name: "canary-count-soak",
+			about: "5 nodes, maxUnavailable 1, canary count 2 with a 3-minute soak (a tick is a\n" +
+				"# minute): w1 and w2 update, the pool soaks, then the rest follows.",
+			pool:   Pool{Name: "worker", Canary: &Canary{Count: 2, Soak: 3 * time.Minute}},
+			target: tB,
+			nodes:  workers(5),
+		},
+		{
+			name: "canary-fails",
+			about: "5 nodes, maxUnavailable 2, maxFailedNodes 3, canary count 2. B fails on w2:\n" +
+				"# one failure in the canary halts, whatever maxFailedNodes says. A fixed C\n" +
+				"# starts a new canary, w2 first.",
+			pool:    Pool{Name: "worker", MaxUnavailable: num(2), MaxFailedNodes: 3, Canary: &Canary{Count: 2, Soak: 2 * time.Minute}},
+			target:  tB,
+			nodes:   workers(5),
+			failing: map[string]string{"w2": imgB},
+			events: map[int][]event{
+				7: {setTarget("new build: target c3/C", tC)},
+			},
+		},
+		{
+			name: "canary-selector-stage-ahead",
+			about: "6 nodes, maxUnavailable 1, stageAhead 1, the canary selected by label (w5,\n" +
+				"# w6), 2-minute soak: the canary's second node stages while its first updates;\n" +
+				"# during the soak w1, the first of the rest, stages, so it starts at once.",
+			pool:   Pool{Name: "worker", StageAhead: 1, Canary: &Canary{BySelector: true, Soak: 2 * time.Minute}},
+			target: tB,
+			nodes:  inCanary(workers(6), "w5", "w6"),
 		},
 		{
 			name:   "waiting-for-build",

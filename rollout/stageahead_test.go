@@ -1,0 +1,181 @@
+package rollout
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/rollout/bootc"
+	"github.com/strata-dev/strata/test/bootcsim"
+)
+
+// pullLog counts the simulated bootc's downloads: it prints "Fetching"
+// for an image it does not hold, and nothing for one it does.
+type pullLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (p *pullLog) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.buf.Write(b)
+}
+
+func (p *pullLog) pulls(image string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, l := range strings.Split(p.buf.String(), "\n") {
+		if strings.HasPrefix(l, "Fetching ") && strings.HasSuffix(l, bootc.DigestOf(image)) {
+			n++
+		}
+	}
+	return n
+}
+
+// newStageAheadRig is a simulated node on bootc main (switch
+// --download-only) that runs image one with a config, Done, and counts
+// its downloads from then on.
+func newStageAheadRig(t *testing.T) (r *rig, one, two, config string, log *pullLog) {
+	t.Helper()
+	r, one, two = newSimRig(t)
+	if err := r.sim.sim.SetBootcVersion(bootcsim.VersionMain); err != nil {
+		t.Fatal(err)
+	}
+	r.lock = r.sim
+	r.restart()
+	config = r.varConfig("one")
+	r.desire(one, config)
+	r.converge()
+	log = &pullLog{}
+	r.sim.sim.Out = log
+	return r, one, two, config, log
+}
+
+// stageAhead plays the rollout controller asking for a stage ahead, and
+// checks that the node staged it locked without updating.
+func (r *rig) stageAhead(image string, log *pullLog, pulls int) {
+	r.t.Helper()
+	r.annotate(map[string]*string{v1alpha1.DesiredStageAnnotation: str(image)})
+	r.sync()
+	st, err := r.sim.Status(r.ctx)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if st.Status.Staged == nil || st.Status.Staged.Digest() != bootc.DigestOf(image) || !st.Status.Staged.DownloadOnly {
+		r.t.Fatalf("staged %+v after desiredStage, want %s staged locked", st.Status.Staged, image)
+	}
+	if got := log.pulls(image); got != pulls {
+		r.t.Errorf("%d downloads of %s, want %d", got, image, pulls)
+	}
+	r.expectAnnotations(map[string]string{
+		v1alpha1.StagedImageAnnotation: image,
+		v1alpha1.StateAnnotation:       v1alpha1.NodeStateDone,
+	})
+	if d := r.drains(); len(d) != 0 {
+		r.t.Errorf("drain requests %q while staging ahead, want none", d)
+	}
+}
+
+// turn plays the rollout controller taking the node: its desired pair,
+// and its stage request removed in the same write.
+func (r *rig) turn(image, config string) {
+	r.t.Helper()
+	r.desire(image, config)
+	r.annotate(map[string]*string{v1alpha1.DesiredStageAnnotation: nil})
+	r.converge()
+	if _, booted := r.sim.entries(); booted != bootc.DigestOf(image) {
+		r.t.Errorf("booted %s after the update, want %s", booted, bootc.DigestOf(image))
+	}
+	r.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:        v1alpha1.NodeStateDone,
+		v1alpha1.CurrentImageAnnotation: image,
+	})
+	if v, ok := r.node().Annotations[v1alpha1.StagedImageAnnotation]; ok && v != "" {
+		r.t.Errorf("stagedImage %q after the update, want none", v)
+	}
+}
+
+// TestStageAheadOnTheSimulator (issue 21 point 6): a node asked to stage
+// ahead downloads the image once, staged locked, with no drain and no
+// reboot; at its turn the update downloads nothing more: drain and
+// reboot only.
+func TestStageAheadOnTheSimulator(t *testing.T) {
+	r, _, two, config, log := newStageAheadRig(t)
+	r.stageAhead(two, log, 1)
+	if got := r.sim.counts(); got.reboots != 0 {
+		t.Errorf("reboots %+v while staging ahead", got)
+	}
+	r.turn(two, config)
+	if got := log.pulls(two); got != 1 {
+		t.Errorf("%d downloads of %s, want the one ahead and none at its turn", got, two)
+	}
+	if got := r.sim.counts(); got.switches != 1 || got.reboots != 1 {
+		t.Errorf("bootc and reboot calls %+v, want the one switch ahead and one reboot", got)
+	}
+	if d := r.drains(); len(d) != 1 {
+		t.Errorf("drain requests %q, want one (the turn's)", d)
+	}
+}
+
+// TestUnplannedRebootAfterStagingAhead (issue 21 point 6): a clean reboot
+// nobody asked Strata for between the stage ahead and the node's turn
+// boots the current image (the stage was locked), ostree drops the
+// download, the daemon stages ahead again while still asked, and the
+// update then proceeds with no further download.
+func TestUnplannedRebootAfterStagingAhead(t *testing.T) {
+	r, one, two, config, log := newStageAheadRig(t)
+	r.stageAhead(two, log, 1)
+
+	r.reboot() // another reboot manager: no request from the daemon
+	if staged, booted := r.sim.entries(); booted != bootc.DigestOf(one) || staged != "" {
+		t.Fatalf("after an unplanned reboot booted %s, staged %q; want %s booted, nothing staged", booted, staged, bootc.DigestOf(one))
+	}
+	r.stageAhead(two, log, 2)
+	r.turn(two, config)
+	if got := log.pulls(two); got != 2 {
+		t.Errorf("%d downloads of %s, want 2 (ahead, again ahead after the reboot) and none at its turn", got, two)
+	}
+	if got := r.sim.counts(); got.reboots != 1 {
+		t.Errorf("reboot calls %+v, want the update's one", got)
+	}
+}
+
+// TestStageAheadWithdrawn: a stage no longer asked for (the rollout took
+// another node, or its target changed) is replaced by the booted image,
+// so that nothing but the desired image is staged, and stagedImage goes.
+func TestStageAheadWithdrawn(t *testing.T) {
+	r, one, two, _, log := newStageAheadRig(t)
+	r.stageAhead(two, log, 1)
+	r.annotate(map[string]*string{v1alpha1.DesiredStageAnnotation: nil})
+	r.sync()
+	if staged, _ := r.sim.entries(); staged != "" && staged != bootc.DigestOf(one) {
+		t.Errorf("staged %s after the stage was withdrawn, want nothing or %s", staged, bootc.DigestOf(one))
+	}
+	if v := r.ann(v1alpha1.StagedImageAnnotation); v != "" {
+		t.Errorf("stagedImage %q after the stage was withdrawn", v)
+	}
+	r.expectAnnotations(map[string]string{v1alpha1.StateAnnotation: v1alpha1.NodeStateDone, v1alpha1.CurrentImageAnnotation: one})
+}
+
+// TestNoStageAheadWithoutLockedStaging: on bootc 1.16 (no switch
+// --download-only) a stage ahead would be unlocked, and any reboot
+// would boot it without a drain: the daemon does not stage ahead.
+func TestNoStageAheadWithoutLockedStaging(t *testing.T) {
+	r, _, two, _, log := newStageAheadRig(t)
+	if err := r.sim.sim.SetBootcVersion(bootcsim.Version116); err != nil {
+		t.Fatal(err)
+	}
+	r.restart()
+	r.annotate(map[string]*string{v1alpha1.DesiredStageAnnotation: str(two)})
+	r.sync()
+	if staged, _ := r.sim.entries(); staged != "" {
+		t.Errorf("staged %s on a bootc that cannot stage locked", staged)
+	}
+	if got := log.pulls(two); got != 0 {
+		t.Errorf("%d downloads of %s, want none", got, two)
+	}
+}
