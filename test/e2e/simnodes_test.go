@@ -66,7 +66,7 @@ func simulatedNodes(ctx context.Context, kubeconfig, prefix string, n int, label
 	Expect(err).NotTo(HaveOccurred())
 	sims, err := simnode.New(ctx, simnode.Config{
 		Kubeconfig: kubeconfig, Daemon: daemon, BootcSim: bootcSim, OriginalImage: original,
-		NamePrefix: prefix, Log: GinkgoWriter,
+		NamePrefix: prefix, Log: GinkgoWriter, InsecureRegistries: []string{registry},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) { Expect(sims.Stop(ctx)).To(Succeed()) })
