@@ -85,11 +85,11 @@ var _ = Describe("Disruption", Ordered, func() {
 		labels := map[string]string{disruptionPool: "true"}
 		for _, v := range []bootcsim.Version{bootcsim.VersionMain, bootcsim.Version116} {
 			By("a simulated node on bootc " + string(v))
-			s, ns, _ := simulatedNodesOn(ctx, kubeconfig, "disrupt", 1, labels, v)
-			for _, n := range ns {
+			s, added, _ := simulatedNodesOn(ctx, kubeconfig, "disrupt", 1, labels, v)
+			for _, n := range added {
 				sims[n], release[n] = s, v
 			}
-			nodes = append(nodes, ns...)
+			nodes = append(nodes, added...)
 		}
 		DeferCleanup(func(ctx SpecContext) {
 			for _, obj := range []client.Object{
@@ -158,6 +158,7 @@ var _ = Describe("Disruption", Ordered, func() {
 			Expect(a[v1alpha1.BootedImageAnnotation]).To(Equal(booted), "node %s bootedImage", n)
 			h := simStatus(ctx, sims[n], n)
 			Expect(h.Status.Booted.Digest()).To(Equal(digestOf(booted)), "node %s booted", n)
+			Expect(h.Status.Staged).NotTo(BeNil(), "node %s staged nothing", n)
 			Expect(h.Status.Staged.Digest()).To(Equal(digestOf(image)), "node %s staged", n)
 			Expect(h.Status.Staged.DownloadOnly).To(BeFalse(), "node %s: the staged image must boot on any later boot", n)
 			root := sims[n].Root(n)
@@ -234,15 +235,11 @@ var _ = Describe("Disruption", Ordered, func() {
 		}
 		before := counts()
 		image := roll(ctx, "3", "3", "strata.e2e=3")
-		key := func(n string) string {
-			a := getNode(ctx, c, n).Annotations
-			return v1alpha1.DrainRequestPrefix + v1alpha1.UpdateKey(image, a[v1alpha1.DesiredConfigAnnotation])
-		}
 		// adopted: nodes whose unplanned reboot booted the update.
 		adopted := map[string]bool{}
 		for _, n := range nodes {
 			By(fmt.Sprintf("node %s on bootc %s: a clean reboot nobody asked for, then a crash", n, release[n]))
-			waitLockedStage(ctx, c, sims[n], n, image, key(n))
+			waitLockedStage(ctx, c, sims[n], n, image)
 			Expect(sims[n].RebootUnplanned(ctx, n)).To(Succeed())
 			if booted := simStatus(ctx, sims[n], n).Status.Booted.Digest(); booted == digestOf(image) {
 				// Only a release without locked staging may boot the
@@ -255,7 +252,7 @@ var _ = Describe("Disruption", Ordered, func() {
 				continue
 			}
 			Expect(simStatus(ctx, sims[n], n).Status.Booted.Digest()).To(Equal(digestOf(current)), "node %s after the unplanned reboot", n)
-			waitLockedStage(ctx, c, sims[n], n, image, key(n))
+			waitLockedStage(ctx, c, sims[n], n, image)
 			Expect(sims[n].Crash(ctx, n)).To(Succeed())
 			Expect(simStatus(ctx, sims[n], n).Status.Booted.Digest()).To(Equal(digestOf(current)), "node %s after the crash", n)
 			Expect(getNode(ctx, c, n).Annotations[v1alpha1.CurrentImageAnnotation]).To(Equal(current), "node %s", n)
@@ -395,10 +392,12 @@ func digestOf(image string) string {
 // waitLockedStage waits until the node's daemon has staged image locked
 // (download-only), decided and asked for its drain, which the budget
 // holds: the window between staging and drain.
-func waitLockedStage(ctx context.Context, c client.Client, s *simnode.Cluster, n, image, drain string) {
+func waitLockedStage(ctx context.Context, c client.Client, s *simnode.Cluster, n, image string) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		a := getNode(ctx, c, n).Annotations
+		g.Expect(a[v1alpha1.DesiredImageAnnotation]).To(Equal(image), "node %s desired image", n)
+		drain := v1alpha1.DrainRequestPrefix + v1alpha1.UpdateKey(image, a[v1alpha1.DesiredConfigAnnotation])
 		g.Expect(a[v1alpha1.DesiredDrainAnnotation]).To(Equal(drain), "node %s drain request", n)
 		g.Expect(a[v1alpha1.LastAppliedDrainAnnotation]).NotTo(Equal(drain), "node %s was drained", n)
 		out, err := s.Sim(ctx, n, "status", "--format=json")
