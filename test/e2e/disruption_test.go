@@ -4,16 +4,25 @@ package e2e
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -22,7 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
@@ -445,11 +454,11 @@ func runPodOn(ctx context.Context, c client.Client, ns, name, node string, label
 }
 
 // podUIDs returns the namespace's pods' UIDs by name.
-func podUIDs(ctx context.Context, ns string) map[string]types.UID {
+func podUIDs(ctx context.Context, ns string) map[string]k8stypes.UID {
 	GinkgoHelper()
 	pods, err := clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	Expect(err).NotTo(HaveOccurred())
-	m := map[string]types.UID{}
+	m := map[string]k8stypes.UID{}
 	for _, p := range pods.Items {
 		if p.DeletionTimestamp == nil {
 			m[p.Name] = p.UID
@@ -504,14 +513,12 @@ func (w *cordonWatch) stop() []string {
 // digest.
 func baseWithoutSoftReboot(ctx context.Context) string {
 	GinkgoHelper()
-	layer := filepath.Join(GinkgoT().TempDir(), "layer.tar")
-	f, err := os.Create(layer)
-	Expect(err).NotTo(HaveOccurred())
-	tw := tar.NewWriter(f)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
 	file := strings.TrimPrefix(bootcsim.NoSoftRebootFile, "/")
 	// The directories, parents first.
 	var dirs []string
-	for dir := filepath.Dir(file); dir != "."; dir = filepath.Dir(dir) {
+	for dir := path.Dir(file); dir != "."; dir = path.Dir(dir) {
 		dirs = append([]string{dir}, dirs...)
 	}
 	for _, d := range dirs {
@@ -519,12 +526,27 @@ func baseWithoutSoftReboot(ctx context.Context) string {
 	}
 	Expect(tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: file, Mode: 0o644})).To(Succeed())
 	Expect(tw.Close()).To(Succeed())
-	Expect(f.Close()).To(Succeed())
-	repo := registry + "/strata/os-base-nosoft"
-	tag := fmt.Sprintf("%s:%d", repo, time.Now().Unix())
-	_, err = crane(ctx, "append", "-b", registry+"/strata/os-base:latest", "-f", layer, "-t", tag)
+
+	base, err := name.ParseReference(registry+"/strata/os-base:latest", name.Insecure)
 	Expect(err).NotTo(HaveOccurred())
-	digest, err := crane(ctx, "digest", tag)
+	img, err := remote.Image(base, remote.WithContext(ctx))
 	Expect(err).NotTo(HaveOccurred())
-	return repo + "@" + strings.TrimSpace(digest)
+	mt, err := img.MediaType()
+	Expect(err).NotTo(HaveOccurred())
+	// The layer's media type follows the manifest's, as a builder's would.
+	lt := types.DockerLayer
+	if mt == types.OCIManifestSchema1 {
+		lt = types.OCILayer
+	}
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }, tarball.WithMediaType(lt))
+	Expect(err).NotTo(HaveOccurred())
+	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, MediaType: lt, History: v1.History{CreatedBy: "e2e: a systemd without soft-reboot"}})
+	Expect(err).NotTo(HaveOccurred())
+	tag, err := name.ParseReference(fmt.Sprintf("%s/strata/os-base-nosoft:%d", registry, time.Now().Unix()), name.Insecure)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(remote.Write(tag, img, remote.WithContext(ctx))).To(Succeed())
+	d, err := img.Digest()
+	Expect(err).NotTo(HaveOccurred())
+	return tag.Context().Name() + "@" + d.String()
 }
