@@ -443,37 +443,51 @@ func (b *bench) measure(ctx context.Context, name string, k config) (result, err
 }
 
 // pods makes sure each node runs its pods (the previous case's drains
-// evicted them), and waits until they run.
+// evicted them), and waits until they run. A pod still terminating is
+// created again once it is gone.
 func (b *bench) pods(ctx context.Context) error {
-	for _, n := range b.nodes {
-		for i := range b.o.podsPerNode {
-			p := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: fmt.Sprintf("%s-%d", n, i)},
-				Spec: corev1.PodSpec{
-					NodeName:                      n,
-					TerminationGracePeriodSeconds: ptr.To[int64](0),
-					Tolerations:                   []corev1.Toleration{{Key: simnode.SimulatedTaint, Operator: corev1.TolerationOpExists}},
-					Containers:                    []corev1.Container{{Name: "app", Image: b.o.registry + "/strata/busybox:latest"}},
-				},
-			}
-			if _, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				return err
-			}
-		}
-	}
 	return poll(ctx, time.Minute, "pods running", func() (bool, error) {
 		pods, err := b.cs.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
+		have := map[string]*corev1.Pod{}
+		for i := range pods.Items {
+			have[pods.Items[i].Name] = &pods.Items[i]
+		}
 		running := 0
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				running++
+		for _, n := range b.nodes {
+			for i := range b.o.podsPerNode {
+				name := fmt.Sprintf("%s-%d", n, i)
+				p, ok := have[name]
+				switch {
+				case !ok:
+					if err := b.createPod(ctx, name, n); err != nil {
+						return false, err
+					}
+				case p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil:
+					running++
+				}
 			}
 		}
 		return running == len(b.nodes)*b.o.podsPerNode, nil
 	})
+}
+
+func (b *bench) createPod(ctx context.Context, name, node string) error {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: name},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Tolerations:                   []corev1.Toleration{{Key: simnode.SimulatedTaint, Operator: corev1.TolerationOpExists}},
+			Containers:                    []corev1.Container{{Name: "app", Image: b.o.registry + "/strata/busybox:latest"}},
+		},
+	}
+	if _, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("pod %s: %w", name, err)
+	}
+	return nil
 }
 
 // waitImage waits for the pool's build of its current rendered config to
