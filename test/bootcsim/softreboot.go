@@ -65,12 +65,17 @@ const NoSoftRebootFile = "/usr/lib/strata-sim/systemd-without-soft-reboot"
 // misses a change of the image's kargs.d (bootc issue 1350): those the
 // images' kargs.d files contribute are left out on both sides, so a
 // kargs.d-only change still reports capable, and the daemon must not
-// rely on the flag for kernel arguments. systemd of the simulated node
-// always has soft-reboot; there is no SELinux policy to compare.
+// rely on the flag for kernel arguments. There is no SELinux policy to
+// compare.
 func softRebootCapable(st *state, v *view, d *deployment) bool {
 	b := v.booted
 	if d == nil || b == nil || d.Name == b.Name || d.Kernel != b.Kernel {
 		return false
+	}
+	for _, dep := range []*deployment{b, d} {
+		if _, err := os.Lstat(filepath.Join(dep.Dir, NoSoftRebootFile)); err == nil {
+			return false
+		}
 	}
 	return slices.Equal(localKargs(st, d), localKargs(st, b))
 }
