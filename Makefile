@@ -142,6 +142,12 @@ bench-build: cluster-infra ## Time a configuration-only change with each build s
 	rc=0; go run ./hack/benchbuild $(BENCH_ARGS) || rc=$$?; \
 	[ -n "$${STRATA_E2E_KEEP_CLUSTER:-}" ] || hack/cluster/down.sh || rc=1; exit $$rc
 
+# The cluster is stopped afterwards unless STRATA_E2E_KEEP_CLUSTER is set.
+.PHONY: bench-rollout
+bench-rollout: cluster-infra ## Time one change under each disruption (Restart, SoftReboot, Reboot, kernel argument) on 10 simulated nodes; fails on a missed goal (starts and stops the test cluster).
+	rc=0; { hack/cluster/up.sh && hack/cluster/deploy.sh && go run ./hack/benchrollout $(BENCH_ARGS); } || rc=$$?; \
+	[ -n "$${STRATA_E2E_KEEP_CLUSTER:-}" ] || hack/cluster/down.sh || rc=1; exit $$rc
+
 ##@ Tools
 
 .PHONY: tools

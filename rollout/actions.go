@@ -105,6 +105,9 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		if s.rebootAgain {
 			s.log.Info("The node did not reboot: asking again", "bootID", s.bootID)
 		}
+		if err := d.resyncLive(ctx, s, u); err != nil {
+			return Result{}, err
+		}
 		if u.Soft {
 			return d.softReboot(ctx, s, u)
 		}
@@ -453,6 +456,8 @@ func (d *Daemon) complete(ctx context.Context, s *scope, u *UpdateRecord) error 
 	}
 	rec := s.rec
 	rec.CurrentConfig, rec.CurrentImage, rec.Skipped, rec.Update = u.Config, u.Image, skipped, nil
+	// The booted image's /etc merge took in every live write.
+	rec.LivePaths = nil
 	if err := SaveRecord(d.StateDir, rec); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -204,6 +205,13 @@ func (d *Daemon) applyLive(ctx context.Context, s *scope, image, config string) 
 	if err != nil {
 		return err
 	}
+	// Recorded first: a path written live, even by an apply that then
+	// fails or is cut short, must be written again before a reboot into
+	// another image.
+	s.rec.LivePaths = union(s.rec.LivePaths, rec.Paths)
+	if err := SaveRecord(d.StateDir, s.rec); err != nil {
+		return err
+	}
 	deployment := liveapply.DeploymentDir(staged.Ostree.Stateroot, staged.Ostree.Checksum, staged.Ostree.DeploySerial)
 	changes, err := liveapply.ApplyAndVerify(d.Root, deployment, rec.Paths)
 	var refused *liveapply.RefusedError
@@ -249,4 +257,49 @@ func actionNames(as []DisruptionAction) string {
 		names = append(names, disruption.Action{Type: a.Type, Service: a.Service}.String())
 	}
 	return strings.Join(names, ", ")
+}
+
+// resyncLive writes the paths written live since the boot (LivePaths) as
+// the image u reboots into has them, just before the reboot. ostree
+// merges /etc from the booted deployment, for which a live-written file
+// is a local modification: left as it is, the merge would copy it over
+// the new image's version, which then never takes effect (bootc issue
+// 438), where the live apply's image is not the one that boots (an
+// update on top of a live apply that reboots). Written as the new image
+// has it, the copy equals the new image's file and is no modification
+// of the new deployment.
+func (d *Daemon) resyncLive(ctx context.Context, s *scope, u *UpdateRecord) error {
+	paths := s.rec.LivePaths
+	if len(paths) == 0 || u == nil || u.Phase != PhaseRebooting {
+		return nil
+	}
+	host, err := d.Bootc.Status(ctx)
+	if err != nil {
+		return err
+	}
+	staged := host.Status.Staged
+	if staged == nil || staged.Digest() != bootc.DigestOf(u.Image) || staged.Ostree == nil {
+		return fmt.Errorf("paths written live (%s) must be written as image %s has them before the reboot, but bootc status shows no ostree deployment of it staged",
+			strings.Join(paths, ", "), u.Image)
+	}
+	deployment := liveapply.DeploymentDir(staged.Ostree.Stateroot, staged.Ostree.Checksum, staged.Ostree.DeploySerial)
+	changes, err := liveapply.ApplyAndVerify(d.Root, deployment, paths)
+	if err != nil {
+		return fmt.Errorf("write the paths written live as image %s has them before the reboot: %w", u.Image, err)
+	}
+	for _, c := range changes {
+		s.log.Info("Wrote live as the image to boot has it", "path", c.Path, "change", c.Action)
+	}
+	return nil
+}
+
+// union is a followed by the elements of b it lacks.
+func union(a, b []string) []string {
+	out := append([]string(nil), a...)
+	for _, p := range b {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

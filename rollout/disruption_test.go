@@ -564,3 +564,80 @@ func TestLockedStagingOnTheSimulator(t *testing.T) {
 		})
 	}
 }
+
+// TestUpdateOnTopOfALiveApply (issue 21 point 3): updates that follow a
+// live apply, before any reboot booted its staged image. Another live
+// change replaces the staged image and writes its files, the booted image
+// still the one to keep; then a kernel argument change drains and reboots
+// into its own image, whose /etc wins over both live applies, and no
+// file of theirs is left as a local modification.
+func TestUpdateOnTopOfALiveApply(t *testing.T) {
+	l := newLiveRig(t)
+	bootID, err := l.sim.BootID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, configB := l.chronyImage("two", "b"), l.chronyConfig("b")
+	l.desire(two, configB)
+	l.converge()
+	three, configC := l.chronyImage("three", "c"), l.chronyConfig("c")
+	l.desire(three, configC)
+	l.converge()
+
+	if got := l.sim.counts(); got.reboots != 0 || got.switches != 2 {
+		t.Errorf("bootc and reboot calls %+v, want two switches and no reboot", got)
+	}
+	if d := l.drains(); len(d) != 0 {
+		t.Errorf("drain requests %q, want none", d)
+	}
+	if id, _ := l.sim.BootID(); id != bootID {
+		t.Errorf("boot id %s, want %s kept", id, bootID)
+	}
+	if got := l.ann(v1alpha1.DisruptionAnnotation); !strings.HasPrefix(got, "Live: ") {
+		t.Errorf("disruption annotation %q, want the second change live too", got)
+	}
+	if staged, booted := l.sim.entries(); staged != bootc.DigestOf(three) || booted != bootc.DigestOf(l.one) {
+		t.Errorf("staged %s, booted %s; want %s staged over %s", staged, booted, bootc.DigestOf(three), bootc.DigestOf(l.one))
+	}
+	if got := l.etc("etc/chrony.conf"); got != "c\n" {
+		t.Errorf("live /etc/chrony.conf %q, want %q", got, "c\n")
+	}
+	if want := []string{"daemon-reload", "restart chronyd.service", "daemon-reload", "restart chronyd.service"}; !slices.Equal(l.calls, want) {
+		t.Errorf("systemctl calls %q, want %q", l.calls, want)
+	}
+	l.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
+		v1alpha1.CurrentConfigAnnotation: configC,
+		v1alpha1.CurrentImageAnnotation:  three,
+		v1alpha1.BootedImageAnnotation:   l.one,
+	})
+
+	// A kernel argument: a full reboot, into its own image.
+	four, configD := l.image("four", nil, map[string]string{"etc/chrony.conf": "d\n"}), l.etcConfig("d", []string{"quiet"})
+	l.desire(four, configD)
+	l.converge()
+	if got := l.sim.counts(); got.reboots != 1 {
+		t.Errorf("reboots %d, want one", got.reboots)
+	}
+	if d := l.drains(); len(d) != 1 {
+		t.Errorf("drain requests %q, want one", d)
+	}
+	if got := l.ann(v1alpha1.DisruptionAnnotation); !strings.HasPrefix(got, "Reboot: ") || !strings.Contains(got, "kernel arguments") {
+		t.Errorf("disruption annotation %q, want a full reboot for the kernel arguments", got)
+	}
+	if staged, booted := l.sim.entries(); staged != "" || booted != bootc.DigestOf(four) {
+		t.Errorf("staged %q, booted %s; want %s booted", staged, booted, bootc.DigestOf(four))
+	}
+	if got := l.etc("etc/chrony.conf"); got != "d\n" {
+		t.Errorf("/etc/chrony.conf %q after the reboot, want the image's %q", got, "d\n")
+	}
+	if _, err := os.Lstat(filepath.Join(l.dir, "etc/systemd/system/chronyd.service.d/10-strata.conf")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the live-applied drop-in, which image four does not have, is still there: %v", err)
+	}
+	l.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
+		v1alpha1.CurrentConfigAnnotation: configD,
+		v1alpha1.CurrentImageAnnotation:  four,
+		v1alpha1.BootedImageAnnotation:   "",
+	})
+}

@@ -112,7 +112,12 @@
 // and the booted image as bootedImage, so that the pool counts the node
 // updated and image GC spares both. A refused or mismatched live write
 // or a failed action turns the decision into a full reboot, with the
-// reason. A SoftReboot decision drains, then soft-reboots (see above),
+// reason. The paths written live are recorded (LivePaths) until an
+// update completes after a boot: before any reboot into an image other
+// than the live-applied one (a later update on top of it), resyncLive
+// writes them as that image has them, since ostree's /etc merge from the
+// booted deployment would otherwise keep the live version over the new
+// image's. A SoftReboot decision drains, then soft-reboots (see above),
 // and is verified as after a reboot: the desired digest booted, the
 // health check, the boot check's handshake.
 //

@@ -52,6 +52,13 @@ type Record struct {
 	// Disruption is the decision taken for the latest image update, once
 	// its image was staged.
 	Disruption *DisruptionRecord `json:"disruption,omitempty"`
+	// LivePaths are the /etc paths written live since the node booted
+	// the image its /etc follows, recorded before they are written. At
+	// the next boot ostree merges /etc from the booted deployment, for
+	// which they are local modifications: before the daemon reboots into
+	// another image it writes them as that image has them (see
+	// resyncLive), and a completed update clears them.
+	LivePaths []string `json:"livePaths,omitempty"`
 }
 
 // UpdateRecord is one update of the node to a desired image and config.

@@ -120,6 +120,9 @@ func serve(p statePaths) error {
 		OriginalImage: registry + "/strata/os-base@" + digest,
 		NamePrefix:    "demo",
 		Log:           os.Stdout,
+		// The local registry speaks plain HTTP; without this the daemons
+		// cannot read the images and reboot fully for every change.
+		InsecureRegistries: []string{registry},
 	})
 	if err != nil {
 		return err

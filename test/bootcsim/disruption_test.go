@@ -263,3 +263,25 @@ func TestLockAfterSwitch(t *testing.T) {
 	}
 	expectEntries(t, status(t, s), "", one.Digest, "", false)
 }
+
+// TestSoftRebootRefusedWithoutSystemdSupport: on a base whose systemd
+// cannot soft-reboot (NoSoftRebootFile), bootc reports even a
+// configuration-only update, same kernel and arguments, not capable.
+func TestSoftRebootRefusedWithoutSystemdSupport(t *testing.T) {
+	ctx := context.Background()
+	reg := testregistry.Start(t, "")
+	old := strings.TrimPrefix(bootcsim.NoSoftRebootFile, "/")
+	one := pushImage(t, reg, "strata/os:old-one", "1", map[string]string{"etc/motd": "one\n", old: ""})
+	two := pushImage(t, reg, "strata/os:old-two", "2", map[string]string{"etc/motd": "two\n", old: ""})
+	s, _ := newNode(t)
+	if err := s.Init(ctx, one.Ref); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Switch(ctx, two.Ref, bootcsim.SwitchOptions{Apply: true, SoftReboot: bootc.SoftRebootRequired})
+	if err == nil || !strings.Contains(err.Error(), "not soft-reboot capable") {
+		t.Fatalf("switch --soft-reboot=required: %v, want bootc's refusal", err)
+	}
+	if h := status(t, s); h.Status.Staged == nil || h.Status.Staged.SoftRebootCapable {
+		t.Fatalf("staged %+v, want it staged and not soft-reboot capable", h.Status.Staged)
+	}
+}

@@ -43,7 +43,9 @@
 // Soft reboot: a deployment is soft-reboot capable when its boot loader
 // entry names the booted one's kernel and initramfs (ostree's bootcsum)
 // and it has the same kernel arguments less those of the images'
-// kargs.d, which bootc 1.16 does not compare (bootc issue 1350).
+// kargs.d, which bootc 1.16 does not compare (bootc issue 1350), and
+// neither it nor the booted one has NoSoftRebootFile (a systemd without
+// soft-reboot).
 // --soft-reboot prepares run/nextroot, --apply leaves a soft-reboot
 // request, and the soft reboot finalizes the staged deployment, boots it
 // with the same boot id and counts it in the state (systemd's

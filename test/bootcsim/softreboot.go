@@ -50,19 +50,32 @@ func checkSoftRebootMode(m bootc.SoftRebootMode) error {
 	return fmt.Errorf("invalid soft reboot mode %q: want %s or %s", m, bootc.SoftRebootRequired, bootc.SoftRebootAuto)
 }
 
+// NoSoftRebootFile, under /usr of a deployment, stands for a systemd
+// without soft-reboot (older than 254: no soft-reboot.target): bootc
+// reports no deployment soft-reboot capable while such a system is
+// booted, or for a deployment that has one. An e2e builds a base with it
+// to stand for a base on which soft reboot is impossible.
+const NoSoftRebootFile = "/usr/lib/strata-sim/systemd-without-soft-reboot"
+
 // softRebootCapable is bootc's softRebootCapable for d: relative to the
-// booted deployment (which is no target of its own), the same kernel and
+// booted deployment (which is no target of its own), systemd able to
+// soft-reboot in both (see NoSoftRebootFile), the same kernel and
 // initramfs (ostree's bootcsum, in the boot loader entry) and the same
 // kernel arguments. The arguments are compared as bootc 1.16 does, which
 // misses a change of the image's kargs.d (bootc issue 1350): those the
 // images' kargs.d files contribute are left out on both sides, so a
 // kargs.d-only change still reports capable, and the daemon must not
-// rely on the flag for kernel arguments. systemd of the simulated node
-// always has soft-reboot; there is no SELinux policy to compare.
+// rely on the flag for kernel arguments. There is no SELinux policy to
+// compare.
 func softRebootCapable(st *state, v *view, d *deployment) bool {
 	b := v.booted
 	if d == nil || b == nil || d.Name == b.Name || d.Kernel != b.Kernel {
 		return false
+	}
+	for _, dep := range []*deployment{b, d} {
+		if _, err := os.Lstat(filepath.Join(dep.Dir, NoSoftRebootFile)); err == nil {
+			return false
+		}
 	}
 	return slices.Equal(localKargs(st, d), localKargs(st, b))
 }

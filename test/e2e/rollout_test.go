@@ -356,12 +356,17 @@ func currentImage(ctx context.Context, c client.Client) string {
 // waitPoolImage waits until the MachineOSConfig's image is built from the
 // pool's current rendered config and differs from not.
 func waitPoolImage(ctx context.Context, c client.Client, not string) string {
+	return waitImageOf(ctx, c, rolloutPool, rolloutMOSC, not)
+}
+
+// waitImageOf is waitPoolImage for any pool and its MachineOSConfig.
+func waitImageOf(ctx context.Context, c client.Client, pool, mosc, not string) string {
 	var image string
 	Eventually(func(g Gomega) {
 		p := &v1alpha1.MachineConfigPool{}
-		g.Expect(c.Get(ctx, client.ObjectKey{Name: rolloutPool}, p)).To(Succeed())
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: pool}, p)).To(Succeed())
 		m := &v1alpha1.MachineOSConfig{}
-		g.Expect(c.Get(ctx, client.ObjectKey{Name: rolloutMOSC}, m)).To(Succeed())
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: mosc}, m)).To(Succeed())
 		g.Expect(m.Status.MachineOSBuild).NotTo(BeNil())
 		b := &v1alpha1.MachineOSBuild{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Name: m.Status.MachineOSBuild.Name}, b)).To(Succeed())

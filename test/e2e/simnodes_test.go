@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/strata-dev/strata/test/bootcsim"
 	"github.com/strata-dev/strata/test/simnode"
 	"github.com/strata-dev/strata/test/testenv"
 )
@@ -57,6 +58,12 @@ const nodeSecretsNS = "strata-nodes"
 // with its own daemon, installed with the test OS base by digest (also
 // returned); they are removed when the spec's container ends.
 func simulatedNodes(ctx context.Context, kubeconfig, prefix string, n int, labels map[string]string) (*simnode.Cluster, []string, string) {
+	return simulatedNodesOn(ctx, kubeconfig, prefix, n, labels, "")
+}
+
+// simulatedNodesOn is simulatedNodes with the nodes on a bootc release
+// of bootc-sim's (empty: its default).
+func simulatedNodesOn(ctx context.Context, kubeconfig, prefix string, n int, labels map[string]string, bootcVersion bootcsim.Version) (*simnode.Cluster, []string, string) {
 	digest, err := crane(ctx, "digest", registry+"/strata/os-base:latest")
 	Expect(err).NotTo(HaveOccurred())
 	original := registry + "/strata/os-base@" + strings.TrimSpace(digest)
@@ -66,7 +73,8 @@ func simulatedNodes(ctx context.Context, kubeconfig, prefix string, n int, label
 	Expect(err).NotTo(HaveOccurred())
 	sims, err := simnode.New(ctx, simnode.Config{
 		Kubeconfig: kubeconfig, Daemon: daemon, BootcSim: bootcSim, OriginalImage: original,
-		NamePrefix: prefix, Log: GinkgoWriter,
+		NamePrefix: prefix, Log: GinkgoWriter, InsecureRegistries: []string{registry},
+		BootcVersion: string(bootcVersion),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) { Expect(sims.Stop(ctx)).To(Succeed()) })

@@ -105,6 +105,9 @@ func (c *Cluster) daemonArgs(nd *node) []string {
 	if systemctl, err := c.Systemctl(); err == nil {
 		args = append(args, "--systemctl-command", systemctl)
 	}
+	for _, r := range c.cfg.InsecureRegistries {
+		args = append(args, "--insecure-registry", r)
+	}
 	return append(args, c.cfg.DaemonArgs...)
 }
 

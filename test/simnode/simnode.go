@@ -73,6 +73,13 @@ type Config struct {
 	// Namespace is the daemons' --namespace, where they read the node
 	// pull secrets ("strata-nodes" when empty, the daemon's default).
 	Namespace string
+	// InsecureRegistries are registries (host:port) the daemons reach
+	// over plain HTTP when they read image manifests for their
+	// disruption decision (--insecure-registry): the test cluster's
+	// registry is one. bootc-sim reaches registries on its own terms.
+	// Without it such a daemon cannot tell a configuration change from a
+	// new base, and every update takes a full reboot.
+	InsecureRegistries []string
 	// DaemonArgs are extra flags for every daemon.
 	DaemonArgs []string
 	// Log receives the daemons' output, each line prefixed with its node's

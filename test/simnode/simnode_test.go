@@ -144,3 +144,18 @@ func TestSystemctlShimRecordsActions(t *testing.T) {
 		t.Errorf("log %q, want %q", data, want)
 	}
 }
+
+// TestDaemonArgsNameInsecureRegistries: without --insecure-registry a
+// daemon cannot read the test registry's manifests, and every update
+// reboots fully.
+func TestDaemonArgsNameInsecureRegistries(t *testing.T) {
+	c := &Cluster{cfg: Config{
+		Kubeconfig: "/k", BootcSim: "/b", Dir: t.TempDir(),
+		InsecureRegistries: []string{"127.0.0.1:5000", "reg.test:80"},
+		DaemonArgs:         []string{"--v=2"},
+	}}
+	got := strings.Join(c.daemonArgs(&node{name: "n", root: "/r"}), " ")
+	if want := "--insecure-registry 127.0.0.1:5000 --insecure-registry reg.test:80 --v=2"; !strings.HasSuffix(got, want) {
+		t.Errorf("daemon args %q, want them to end in %q", got, want)
+	}
+}
