@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -110,7 +111,7 @@ var _ = Describe("A new node", Ordered, func() {
 		svc.Annotations["machineconfiguration.strata.dev/server-names"] = "127.0.0.1"
 		Expect(c.Update(ctx, svc)).To(Succeed())
 		// The names are re-read at renewal; deleting the certificate renews it now.
-		Expect(client.IgnoreNotFound(c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: strataNS, Name: v1alpha1.ConfigServerTLSSecret}}))).To(Succeed())
+		Expect(client.IgnoreNotFound(c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.ConfigServerNamespace, Name: v1alpha1.ConfigServerTLSSecret}}))).To(Succeed())
 		port := portForward(ctx, kubeconfig)
 		server = "https://127.0.0.1:" + port
 		Eventually(func() error {
@@ -168,11 +169,25 @@ var _ = Describe("A new node", Ordered, func() {
 	It("joins with no reboot when installed with the pool's image", SpecTimeout(5*time.Minute), func(ctx SpecContext) {
 		config, err := simnode.FetchIgnition(ctx, mustNodeConfig(ctx, server, joinPool))
 		Expect(err).NotTo(HaveOccurred())
+		start := time.Now()
 		res, err := sims.JoinNode(ctx, image, config, map[string]string{joinPool: "true"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Reboots).To(Equal(0))
 		waitNodesOn(ctx, c, []string{res.Name}, image)
 		Expect(sims.Reboots(res.Name)).To(Equal(0))
+		fmt.Fprintf(GinkgoWriter, "new node %s: from start to registered Ready %v, to Done on the pool's image %v, %d reboots\n",
+			res.Name, res.Registered.Sub(start).Round(time.Millisecond), time.Since(start).Round(time.Millisecond), res.Reboots)
+	})
+
+	// The token Secret is namespaced, its owner the cluster-scoped pool:
+	// the cluster's garbage collector deletes it with the pool.
+	It("loses its pool's token with the pool", SpecTimeout(2*time.Minute), func(ctx SpecContext) {
+		key := client.ObjectKey{Namespace: v1alpha1.ConfigServerNamespace, Name: v1alpha1.BootstrapTokenSecretName(joinOther)}
+		Expect(c.Get(ctx, key, &corev1.Secret{})).To(Succeed())
+		Expect(c.Delete(ctx, &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: joinOther}})).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(c.Get(ctx, key, &corev1.Secret{}))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeTrue(), "token Secret %s outlived its pool", key)
 	})
 })
 
