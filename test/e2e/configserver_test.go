@@ -17,6 +17,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -51,7 +52,9 @@ var _ = Describe("A new node", Ordered, func() {
 		server     string
 	)
 
-	BeforeAll(func(ctx SpecContext) {
+	// Its own timeout: the specs' are for them, and the pool's build
+	// and rollout take longer.
+	BeforeAll(NodeTimeout(15*time.Minute), func(ctx SpecContext) {
 		kubeconfig = e2eKubeconfig()
 		c = newClient(kubeconfig)
 		registrySecrets(ctx, c)
@@ -112,6 +115,15 @@ var _ = Describe("A new node", Ordered, func() {
 		Expect(c.Update(ctx, svc)).To(Succeed())
 		// The names are re-read at renewal; deleting the certificate renews it now.
 		Expect(client.IgnoreNotFound(c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.ConfigServerNamespace, Name: v1alpha1.ConfigServerTLSSecret}}))).To(Succeed())
+		// kubectl port-forward gives up at the first refused connection:
+		// forward once the server listens, that is, once it is Ready.
+		Eventually(func(g Gomega) {
+			d := &appsv1.Deployment{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: strataNS, Name: "strata-config-server"}, d)).To(Succeed())
+			g.Expect(d.Status.ObservedGeneration).To(Equal(d.Generation))
+			g.Expect(d.Status.UpdatedReplicas).To(Equal(*d.Spec.Replicas))
+			g.Expect(d.Status.ReadyReplicas).To(Equal(*d.Spec.Replicas), "the config server is not Ready")
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		port := portForward(ctx, kubeconfig)
 		server = "https://127.0.0.1:" + port
 		Eventually(func() error {
