@@ -52,8 +52,9 @@ var _ = Describe("A new node", Ordered, func() {
 		server     string
 	)
 
-	// Its own timeout: the specs' are for them, and the pool's build
-	// and rollout take longer.
+	// Its own timeout, and the specs' are node timeouts: a SpecTimeout
+	// of the first spec would bound this BeforeAll too (the second run
+	// timed out after two minutes of it).
 	BeforeAll(NodeTimeout(15*time.Minute), func(ctx SpecContext) {
 		kubeconfig = e2eKubeconfig()
 		c = newClient(kubeconfig)
@@ -140,7 +141,7 @@ var _ = Describe("A new node", Ordered, func() {
 		Expect(sims.Err()).NotTo(HaveOccurred(), "the simulated nodes failed behind the test's back")
 	})
 
-	It("gets nothing without its pool's token", SpecTimeout(2*time.Minute), func(ctx SpecContext) {
+	It("gets nothing without its pool's token", NodeTimeout(2*time.Minute), func(ctx SpecContext) {
 		other := mustNodeConfig(ctx, server, joinOther)
 		// The other pool's pointer config, aimed at this pool.
 		stolen := []byte(strings.Replace(string(other), "/config/"+joinOther, "/config/"+joinPool, 1))
@@ -154,7 +155,7 @@ var _ = Describe("A new node", Ordered, func() {
 		Expect(h.Code).To(BeNumerically(">=", 400))
 	})
 
-	It("joins from the base image on the pool's image with one reboot, never on the base", SpecTimeout(8*time.Minute), func(ctx SpecContext) {
+	It("joins from the base image on the pool's image with one reboot, never on the base", NodeTimeout(8*time.Minute), func(ctx SpecContext) {
 		config, err := simnode.FetchIgnition(ctx, mustNodeConfig(ctx, server, joinPool))
 		Expect(err).NotTo(HaveOccurred())
 		start := time.Now()
@@ -178,7 +179,7 @@ var _ = Describe("A new node", Ordered, func() {
 			res.Name, res.Registered.Sub(start).Round(time.Millisecond), time.Since(start).Round(time.Millisecond), res.Reboots)
 	})
 
-	It("joins with no reboot when installed with the pool's image", SpecTimeout(5*time.Minute), func(ctx SpecContext) {
+	It("joins with no reboot when installed with the pool's image", NodeTimeout(5*time.Minute), func(ctx SpecContext) {
 		config, err := simnode.FetchIgnition(ctx, mustNodeConfig(ctx, server, joinPool))
 		Expect(err).NotTo(HaveOccurred())
 		start := time.Now()
@@ -193,7 +194,7 @@ var _ = Describe("A new node", Ordered, func() {
 
 	// The token Secret is namespaced, its owner the cluster-scoped pool:
 	// the cluster's garbage collector deletes it with the pool.
-	It("loses its pool's token with the pool", SpecTimeout(2*time.Minute), func(ctx SpecContext) {
+	It("loses its pool's token with the pool", NodeTimeout(2*time.Minute), func(ctx SpecContext) {
 		key := client.ObjectKey{Namespace: v1alpha1.ConfigServerNamespace, Name: v1alpha1.BootstrapTokenSecretName(joinOther)}
 		Expect(c.Get(ctx, key, &corev1.Secret{})).To(Succeed())
 		Expect(c.Delete(ctx, &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: joinOther}})).To(Succeed())
