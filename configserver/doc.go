@@ -1,7 +1,8 @@
 // Package configserver serves a pool's first-boot Ignition to new nodes,
 // as OpenShift's machine-config-server does, at /config/<pool>, over
 // HTTPS, to callers that carry the pool's bootstrap token (a Secret per
-// pool in strata-system that controllers/bootstrap keeps).
+// pool in strata-config-server, a namespace that holds nothing the server
+// must not read, kept by controllers/bootstrap).
 //
 // What a new node gets (Render, pure): the pool's /var-bound files,
 // directories, links and SSH keys (nothing else of the rendered config:

@@ -28,22 +28,23 @@ const DefaultHealthCheckTimeout = 10 * time.Minute
 // give yet; Ignition retries a failed fetch on its own.
 const retryAfter = "30"
 
-// The server's rights: read, nothing else. It reads Secrets in
-// strata-system, which hold the push secrets too: its manager's cache
-// holds only the bootstrap tokens and its serving certificate there (see
-// CacheOptions), but RBAC cannot name Secrets by label.
+// The server's rights: read, nothing else, and no Secret of
+// strata-system (the push and build secrets): the tokens and its
+// certificate are in a namespace of their own, strata-config-server; the
+// node pull secrets in strata-nodes. Of strata-system it may get only
+// the strata-daemon DaemonSet, for the daemon image the first boot runs.
 //
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigpools;machineconfigs;machineosconfigs,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",namespace=strata-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=strata-config-server,resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=strata-nodes,resources=secrets,verbs=get;list;watch
-// +kubebuilder:rbac:groups=apps,namespace=strata-system,resources=daemonsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,namespace=strata-system,resources=daemonsets,resourceNames=strata-daemon,verbs=get
 
 // Server serves the pools' first-boot Ignition.
 type Server struct {
 	// Client reads pools, rendered configs, MachineOSConfigs and Secrets
 	// (a cache: a node's request costs the API server nothing).
 	Client client.Reader
-	// Namespace holds the bootstrap tokens (strata-system).
+	// Namespace holds the bootstrap tokens (strata-config-server).
 	Namespace string
 	// NodeNamespace holds the node pull secrets (strata-nodes).
 	NodeNamespace string

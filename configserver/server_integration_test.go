@@ -27,7 +27,7 @@ var env *testenv.Env
 func TestMain(m *testing.M) {
 	testenv.RunMain(m, func(e *testenv.Env) error {
 		env = e
-		for _, ns := range []string{"strata-system", "strata-nodes"} {
+		for _, ns := range []string{"strata-config-server", "strata-nodes"} {
 			if err := e.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 				return err
 			}
@@ -64,7 +64,7 @@ func pool(t *testing.T, name, img string, released bool) string {
 		Raw: []byte(`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/var/lib/app/` + name + `","mode":420,"contents":{"source":"data:,pool%20` + name + `"}},{"path":"/etc/in-the-image","contents":{"source":"data:,x"}}]}}`)}}}
 	p := &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	tok := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "strata-system", Name: v1alpha1.BootstrapTokenSecretName(name),
+		ObjectMeta: metav1.ObjectMeta{Namespace: "strata-config-server", Name: v1alpha1.BootstrapTokenSecretName(name),
 			Labels: map[string]string{v1alpha1.BootstrapTokenLabel: name}},
 		Data: map[string][]byte{v1alpha1.BootstrapTokenKey: []byte("token-of-" + name)},
 	}
@@ -96,7 +96,7 @@ func TestServer(t *testing.T) {
 	tokC := pool(t, "srv-c", "", false)
 	// A Secret of the token's name that the controller did not make.
 	if err := env.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "strata-system", Name: v1alpha1.BootstrapTokenSecretName("srv-d")},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "strata-config-server", Name: v1alpha1.BootstrapTokenSecretName("srv-d")},
 		Data:       map[string][]byte{v1alpha1.BootstrapTokenKey: []byte("planted")},
 	}); err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestServer(t *testing.T) {
 	}
 	logs := &syncBuffer{}
 	srv := httptest.NewTLSServer(&Server{
-		Client: env.Client, Namespace: "strata-system", NodeNamespace: "strata-nodes",
+		Client: env.Client, Namespace: "strata-config-server", NodeNamespace: "strata-nodes",
 		DaemonImage: func(context.Context) (string, error) { return "registry.example.com/strata/strata-daemon:v1", nil },
 		Log:         funcr.New(func(prefix, args string) { _, _ = logs.Write([]byte(args + "\n")) }, funcr.Options{}),
 	})

@@ -19,8 +19,8 @@ const certRefresh = time.Minute
 // Secret (the controller's strata-config-server-tls, or a user's) and
 // reloads it as it changes, so a renewal needs no restart.
 type CertSource struct {
-	// Reader gets the Secret (the API reader: the cache holds no Secret
-	// but the tokens).
+	// Reader gets the Secret (the API reader: a user's Secret given
+	// with --tls-secret need not be in the cache).
 	Reader client.Reader
 	// Key names the Secret.
 	Key client.ObjectKey

@@ -27,8 +27,13 @@ type NewNodeStatus struct {
 // Names the config server, its bootstrap tokens and its serving
 // certificate share with the controller and stratactl.
 const (
+	// ConfigServerNamespace holds what the config server reads of its
+	// own: the bootstrap tokens and its serving certificate. It is not
+	// strata-system, whose push and build Secrets the server must never
+	// be able to read (RBAC cannot grant Secrets by label).
+	ConfigServerNamespace = "strata-config-server"
 	// BootstrapTokenSecretPrefix starts the name of a pool's bootstrap
-	// token Secret in strata-system: strata-bootstrap-<pool>. A request
+	// token Secret in strata-config-server: strata-bootstrap-<pool>. A request
 	// for the pool's Ignition must carry its token.
 	BootstrapTokenSecretPrefix = "strata-bootstrap-"
 	// BootstrapTokenKey is the key of the token in that Secret.
@@ -42,11 +47,12 @@ const (
 	BootstrapTokenLabel = Prefix + "bootstrap-token-for"
 
 	// ConfigServerTLSSecret is the config server's serving certificate
-	// (kubernetes.io/tls, with ca.crt), kept by the controller unless the
-	// server is given a Secret of the user's.
+	// (kubernetes.io/tls, with ca.crt) in strata-config-server, kept by
+	// the controller unless the server is given a Secret of the user's.
 	ConfigServerTLSSecret = "strata-config-server-tls"
 	// ConfigServerCASecret holds the self-signed CA that signs it
-	// (ca.crt, ca.key); never leaves strata-system.
+	// (ca.crt, ca.key); it stays in strata-system, out of the config
+	// server's reach: the server needs its certificate, not the CA's key.
 	ConfigServerCASecret = "strata-config-server-ca"
 	// ConfigServerPathPrefix is the path of a pool's Ignition:
 	// /config/<pool>, as OpenShift's machine-config-server serves it.

@@ -13,8 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,7 +32,9 @@ import (
 // knows, it ships in the controller's image (nothing more to build, push
 // and pin), and it runs as its own Deployment with its own ServiceAccount
 // whose rights are read-only (config/configserver), so the port nodes
-// reach holds none of the controller's rights.
+// reach holds none of the controller's rights. The Secrets it reads are
+// in a namespace of their own (strata-config-server) and strata-nodes:
+// none of strata-system's push and build secrets is within its reach.
 type configServerOptions struct {
 	addr          string
 	tlsSecret     string
@@ -54,7 +54,7 @@ func newConfigServerCommand() *cobra.Command {
 		Short: "Serve each pool's first-boot Ignition to new nodes that carry the pool's bootstrap token",
 		Long: `config-server serves GET /config/<pool> over HTTPS: the pool's first-boot
 Ignition (spec 3), to requests with "Authorization: Bearer <token>", the
-token in strata-system/strata-bootstrap-<pool>. stratactl node-config POOL
+token in strata-config-server/strata-bootstrap-<pool>. stratactl node-config POOL
 prints the pointer Ignition that fetches it.`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
@@ -63,9 +63,9 @@ prints the pointer Ignition that fetches it.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.addr, "bind-address", ":22623", "address the HTTPS server binds to (22623: OpenShift's machine-config-server port)")
-	f.StringVar(&o.tlsSecret, "tls-secret", v1alpha1.ConfigServerTLSSecret, "kubernetes.io/tls Secret in strata-system with the serving certificate (default: the one strata-controller issues and renews)")
+	f.StringVar(&o.tlsSecret, "tls-secret", v1alpha1.ConfigServerTLSSecret, "kubernetes.io/tls Secret in strata-config-server with the serving certificate (default: the one strata-controller issues and renews)")
 	f.StringVar(&o.nodeNamespace, "node-pull-secret-namespace", pullsecret.DefaultNodeNamespace, "namespace of the node pull secrets")
-	f.StringVar(&o.daemonSet, "daemon-set", "strata-daemon", "the strata-daemon DaemonSet in strata-system, whose image the first boot runs")
+	f.StringVar(&o.daemonSet, "daemon-set", "strata-daemon", "the strata-daemon DaemonSet in strata-system, whose image the first boot runs (the server's Role may get only strata-daemon)")
 	f.StringVar(&o.daemonImage, "daemon-image", "", "the strata-daemon image the first boot runs (default: the --daemon-set's)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address the Prometheus metrics endpoint binds to; 0 disables it")
 	f.BoolVar(&o.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authorizes for GET /metrics")
@@ -86,22 +86,17 @@ func runConfigServer(o configServerOptions) error {
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
-	tokens, err := labels.NewRequirement(v1alpha1.BootstrapTokenLabel, selection.Exists, nil)
-	if err != nil {
-		return err
-	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme.New(),
 		Metrics:                metricsOptions(options{metricsAddr: o.metricsAddr, secureMetrics: o.secureMetrics}),
 		HealthProbeBindAddress: o.probeAddr,
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			// Of strata-system's Secrets, which hold the push secrets,
-			// only the tokens are cached; of strata-nodes', all.
+			// The only Secrets it may read: its own namespace's (the
+			// tokens, its certificate) and the node pull secrets.
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{
-				namespace:       {LabelSelector: labels.NewSelector().Add(*tokens)},
-				o.nodeNamespace: {},
+				v1alpha1.ConfigServerNamespace: {},
+				o.nodeNamespace:                {},
 			}},
-			&appsv1.DaemonSet{}: {Namespaces: map[string]cache.Config{namespace: {}}},
 		}},
 	})
 	if err != nil {
@@ -111,8 +106,10 @@ func runConfigServer(o configServerOptions) error {
 		if o.daemonImage != "" {
 			return o.daemonImage, nil
 		}
+		// Read, not cached: its Role may get this one DaemonSet by
+		// name, not list or watch strata-system's.
 		var ds appsv1.DaemonSet
-		if err := mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: namespace, Name: o.daemonSet}, &ds); err != nil {
+		if err := mgr.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: namespace, Name: o.daemonSet}, &ds); err != nil {
 			return "", fmt.Errorf("get daemon set %s/%s for the first boot's daemon image: %w", namespace, o.daemonSet, err)
 		}
 		for _, c := range ds.Spec.Template.Spec.Containers {
@@ -122,12 +119,12 @@ func runConfigServer(o configServerOptions) error {
 		}
 		return "", fmt.Errorf("daemon set %s/%s has no container named daemon", namespace, o.daemonSet)
 	}
-	certs := &configserver.CertSource{Reader: mgr.GetAPIReader(), Key: client.ObjectKey{Namespace: namespace, Name: o.tlsSecret}}
+	certs := &configserver.CertSource{Reader: mgr.GetAPIReader(), Key: client.ObjectKey{Namespace: v1alpha1.ConfigServerNamespace, Name: o.tlsSecret}}
 	srv := &http.Server{
 		Addr: o.addr,
 		Handler: &configserver.Server{
 			Client:        mgr.GetClient(),
-			Namespace:     namespace,
+			Namespace:     v1alpha1.ConfigServerNamespace,
 			NodeNamespace: o.nodeNamespace,
 			DaemonImage:   daemonImage,
 			Log:           log,

@@ -17,9 +17,12 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,10 +38,12 @@ import (
 // config server's ServiceAccount with the RBAC of config/configserver
 // (impersonated): the pool's token gets the pool's /var-bound file over
 // HTTPS with the controller's CA; no token, or another pool's, nothing.
+// That ServiceAccount can read no Secret of strata-system, where the push
+// and build secrets are.
 func TestConfigServerMode(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
-	for _, ns := range []string{"strata-system", "strata-nodes"} {
+	for _, ns := range []string{"strata-system", "strata-nodes", "strata-config-server"} {
 		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +107,7 @@ func TestConfigServerMode(t *testing.T) {
 	}
 	secret := func(name string) (*corev1.Secret, error) {
 		var s corev1.Secret
-		err := env.Client.Get(ctx, client.ObjectKey{Namespace: "strata-system", Name: name}, &s)
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: v1alpha1.ConfigServerNamespace, Name: name}, &s)
 		return &s, err
 	}
 	var caPool *x509.CertPool
@@ -185,6 +190,36 @@ func TestConfigServerMode(t *testing.T) {
 		if err != nil || code != want || strings.Contains(string(b), "served") {
 			t.Errorf("with %q: %d %s %v, want %d and nothing", auth[:min(len(auth), 7)], code, b, err, want)
 		}
+	}
+
+	// As the server's ServiceAccount (its RBAC is in force: it served):
+	// no Secret of strata-system, by name or by list, and no list of its
+	// DaemonSets; its own tokens, yes.
+	sa := rest.CopyConfig(env.Config)
+	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:strata-system:strata-config-server"}
+	c, err := client.New(sa, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "strata-system", Name: "registry-push"},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example.com":{"auth":"cHVzaDpwdXNo"}}}`)},
+	}
+	if err := env.Client.Create(ctx, push); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(push), &corev1.Secret{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the config server's get of Secret strata-system/%s: %v, want Forbidden", push.Name, err)
+	}
+	if err := c.List(ctx, &corev1.SecretList{}, client.InNamespace("strata-system")); !apierrors.IsForbidden(err) {
+		t.Errorf("the config server's list of Secrets in strata-system: %v, want Forbidden", err)
+	}
+	if err := c.List(ctx, &appsv1.DaemonSetList{}, client.InNamespace("strata-system")); !apierrors.IsForbidden(err) {
+		t.Errorf("the config server's list of DaemonSets in strata-system: %v, want Forbidden", err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: v1alpha1.ConfigServerNamespace, Name: v1alpha1.BootstrapTokenSecretName("served")}, &corev1.Secret{}); err != nil {
+		t.Errorf("the config server's get of its pool's token: %v", err)
 	}
 }
 

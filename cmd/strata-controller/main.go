@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
+	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/controllers/bootstrap"
 	"github.com/strata-dev/strata/controllers/build"
 	"github.com/strata-dev/strata/controllers/degraded"
@@ -136,6 +137,12 @@ func run(o options) error {
 	if fc.Build.Namespace == "" {
 		fc.Build.Namespace = namespace
 	}
+	// The config server may read every Secret there.
+	for what, ns := range map[string]string{"build.namespace": fc.Build.Namespace, "--node-pull-secret-namespace": o.nodeNamespace} {
+		if ns == v1alpha1.ConfigServerNamespace {
+			return fmt.Errorf("%s %s is the config server's namespace, whose Secrets it reads: give another", what, ns)
+		}
+	}
 	// Without a builder no MachineOSConfig can be built: refuse to start
 	// rather than leave every layered pool waiting without a word.
 	if fc.Build.BuilderImage == "" {
@@ -224,10 +231,10 @@ func run(o options) error {
 	if err := (&disruption.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the node disruption policy controller: %w", err)
 	}
-	if err := (&bootstrap.TokenReconciler{Client: mgr.GetClient(), Namespace: namespace}).SetupWithManager(mgr); err != nil {
+	if err := (&bootstrap.TokenReconciler{Client: mgr.GetClient(), Namespace: v1alpha1.ConfigServerNamespace}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the bootstrap token controller: %w", err)
 	}
-	if err := (&bootstrap.CertReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: namespace}).SetupWithManager(mgr); err != nil {
+	if err := (&bootstrap.CertReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: namespace, SecretNamespace: v1alpha1.ConfigServerNamespace}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the config server certificate controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -277,7 +284,8 @@ func cacheSynced(c cache.Cache) healthz.Checker {
 
 // cacheByObject merges the controllers' cache settings: the build
 // controller's namespaced objects, the rollout's stripped Nodes, and the
-// node pull secrets' copies beside the build namespace's Secrets.
+// node pull secrets' copies and the config server's tokens and
+// certificate beside the build namespace's Secrets.
 func cacheByObject(buildNamespace, nodeNamespace string) map[client.Object]cache.ByObject {
 	m := build.CacheByObject(buildNamespace)
 	maps.Copy(m, node.CacheByObject())
@@ -285,6 +293,7 @@ func cacheByObject(buildNamespace, nodeNamespace string) map[client.Object]cache
 		if _, ok := obj.(*corev1.Secret); ok {
 			by.Namespaces = maps.Clone(by.Namespaces)
 			by.Namespaces[nodeNamespace] = cache.Config{}
+			by.Namespaces[v1alpha1.ConfigServerNamespace] = cache.Config{}
 			m[obj] = by
 		}
 	}

@@ -151,6 +151,32 @@ func TestControllerNeedsBuilderImage(t *testing.T) {
 	}
 }
 
+// TestConfigServerNamespaceRefused: the config server may read every
+// Secret of strata-config-server, so neither the build Secrets nor the
+// node pull secrets may be put there; the controller refuses to start,
+// naming the setting.
+func TestConfigServerNamespaceRefused(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "strata-controller")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	config := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(config, []byte("build:\n  namespace: strata-config-server\n  builderImage: registry.example.com/builder:v1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for setting, args := range map[string][]string{
+		"build.namespace":              {"--config", config},
+		"--node-pull-secret-namespace": {"--node-pull-secret-namespace=strata-config-server"},
+	} {
+		out, err := exec.Command(bin, append(args, "--metrics-bind-address=0", "--health-probe-bind-address=0")...).CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || !strings.Contains(string(out), setting+" strata-config-server is the config server's namespace") {
+			t.Errorf("%s strata-config-server: %v, output %q; want a non-zero exit naming it", setting, err, out)
+		}
+	}
+}
+
 // TestReadinessWaitsForTheCaches: the readiness check fails while the
 // cache has not started, and while an informer cannot list what it
 // watches (here for want of RBAC), and passes once it has.

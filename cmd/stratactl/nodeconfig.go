@@ -39,7 +39,7 @@ server's CA, with the pool's bootstrap token in an Authorization header.
 
 The output holds the pool's token: whoever has it can fetch the pool's
 configuration and node pull secret. Rotate it by annotating or deleting
-strata-system/strata-bootstrap-POOL (then print the pointer config again).
+strata-config-server/strata-bootstrap-POOL (then print the pointer config again).
 
 --server defaults to https://NAME:22623 with the first name in the config
 server Service's machineconfiguration.strata.dev/server-names annotation.
@@ -55,7 +55,7 @@ The CA is the one in the serving certificate's Secret (ca.crt), or
 	f.StringVar(&o.status.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG, else ~/.kube/config)")
 	f.StringVar(&o.server, "server", "", "the config server's URL as new nodes reach it, https://HOST:PORT")
 	f.StringVar(&o.caFile, "ca-file", "", "PEM CA that signed the server's certificate (default: ca.crt of --tls-secret)")
-	f.StringVar(&o.tlsSecret, "tls-secret", v1alpha1.ConfigServerTLSSecret, "the server's serving certificate Secret in strata-system, for its ca.crt")
+	f.StringVar(&o.tlsSecret, "tls-secret", v1alpha1.ConfigServerTLSSecret, "the server's serving certificate Secret in strata-config-server, for its ca.crt")
 	return cmd
 }
 
@@ -73,7 +73,7 @@ func (o *nodeConfigOptions) run(ctx context.Context, out io.Writer, pool string)
 		return fmt.Errorf("get pool %s: %w", pool, err)
 	}
 	var tok corev1.Secret
-	key := client.ObjectKey{Namespace: strataNamespace, Name: v1alpha1.BootstrapTokenSecretName(pool)}
+	key := client.ObjectKey{Namespace: v1alpha1.ConfigServerNamespace, Name: v1alpha1.BootstrapTokenSecretName(pool)}
 	if err := c.Get(ctx, key, &tok); err != nil {
 		return fmt.Errorf("get the bootstrap token %s (strata-controller makes one per pool): %w", key, err)
 	}
@@ -97,7 +97,7 @@ func (o *nodeConfigOptions) run(ctx context.Context, out io.Writer, pool string)
 		}
 	} else {
 		var sec corev1.Secret
-		key := client.ObjectKey{Namespace: strataNamespace, Name: o.tlsSecret}
+		key := client.ObjectKey{Namespace: v1alpha1.ConfigServerNamespace, Name: o.tlsSecret}
 		if err := c.Get(ctx, key, &sec); err != nil {
 			return fmt.Errorf("get the serving certificate %s for its CA (or give --ca-file): %w", key, err)
 		}

@@ -23,8 +23,10 @@ func TestNodeConfig(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
 	kubeconfig := writeKubeconfig(t, env.Config)
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "strata-system"}}); err != nil {
-		t.Fatal(err)
+	for _, ns := range []string{"strata-system", "strata-config-server"} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	const ca = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 	for _, o := range []struct {
@@ -34,7 +36,7 @@ func TestNodeConfig(t *testing.T) {
 		{v1alpha1.BootstrapTokenSecretName("worker"), map[string][]byte{v1alpha1.BootstrapTokenKey: []byte("s3cret")}},
 		{v1alpha1.ConfigServerTLSSecret, map[string][]byte{"ca.crt": []byte(ca)}},
 	} {
-		if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "strata-system", Name: o.name}, Data: o.data}); err != nil {
+		if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "strata-config-server", Name: o.name}, Data: o.data}); err != nil {
 			t.Fatal(err)
 		}
 	}

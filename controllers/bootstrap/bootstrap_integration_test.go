@@ -22,7 +22,12 @@ var env *testenv.Env
 func TestMain(m *testing.M) {
 	testenv.RunMain(m, func(e *testenv.Env) error {
 		env = e
-		return e.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "strata-system"}})
+		for _, ns := range []string{"strata-system", "strata-config-server"} {
+			if err := e.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
@@ -30,7 +35,7 @@ const wait = 20 * time.Second
 
 func token(ctx context.Context, pool string) (*corev1.Secret, error) {
 	var s corev1.Secret
-	err := env.Client.Get(ctx, client.ObjectKey{Namespace: "strata-system", Name: v1alpha1.BootstrapTokenSecretName(pool)}, &s)
+	err := env.Client.Get(ctx, client.ObjectKey{Namespace: "strata-config-server", Name: v1alpha1.BootstrapTokenSecretName(pool)}, &s)
 	return &s, err
 }
 
@@ -39,7 +44,7 @@ func token(ctx context.Context, pool string) (*corev1.Secret, error) {
 func TestTokens(t *testing.T) {
 	ctx := context.Background()
 	stop := env.StartManager(t, ctrl.Options{}, func(mgr ctrl.Manager) error {
-		return (&TokenReconciler{Client: mgr.GetClient(), Namespace: "strata-system"}).SetupWithManager(mgr)
+		return (&TokenReconciler{Client: mgr.GetClient(), Namespace: "strata-config-server"}).SetupWithManager(mgr)
 	})
 	defer stop()
 	pool := &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: "tokens"}}
@@ -97,9 +102,15 @@ func TestTokens(t *testing.T) {
 	})
 }
 
+// secret gets the CA (strata-system) or the serving certificate
+// (strata-config-server, the only Secrets the config server reads).
 func secret(ctx context.Context, name string) (*corev1.Secret, error) {
+	ns := "strata-config-server"
+	if name == v1alpha1.ConfigServerCASecret {
+		ns = "strata-system"
+	}
 	var s corev1.Secret
-	err := env.Client.Get(ctx, client.ObjectKey{Namespace: "strata-system", Name: name}, &s)
+	err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
 	return &s, err
 }
 
@@ -120,7 +131,7 @@ func TestServingCertificate(t *testing.T) {
 	clock := func() time.Time { return now }
 	var r *CertReconciler
 	stop := env.StartManager(t, ctrl.Options{}, func(mgr ctrl.Manager) error {
-		r = &CertReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: "strata-system", Now: clock}
+		r = &CertReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: "strata-system", SecretNamespace: "strata-config-server", Now: clock}
 		return r.SetupWithManager(mgr)
 	})
 	names := []string{"strata-config-server.strata-system.svc", "strata-config-server.strata-system.svc.cluster.local",
@@ -171,7 +182,7 @@ func TestServingCertificate(t *testing.T) {
 	// (the same as its own requeue) replaces it, the CA stays.
 	now = now.Add(245 * 24 * time.Hour)
 	env.StartManager(t, ctrl.Options{}, func(mgr ctrl.Manager) error {
-		r = &CertReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: "strata-system", Now: clock}
+		r = &CertReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: "strata-system", SecretNamespace: "strata-config-server", Now: clock}
 		return r.SetupWithManager(mgr)
 	})
 	testenv.Eventually(t, wait, "the renewed serving certificate", func() error {

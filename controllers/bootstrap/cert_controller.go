@@ -47,27 +47,32 @@ type CertReconciler struct {
 	Client client.Client
 	// APIReader gets the Service, which the manager's cache does not hold.
 	APIReader client.Reader
-	// Namespace is strata-system.
+	// Namespace is strata-system: the Service and the CA, whose key the
+	// config server never sees.
 	Namespace string
+	// SecretNamespace holds the serving certificate
+	// (strata-config-server, the only Secrets the config server reads).
+	SecretNamespace string
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
 
 // +kubebuilder:rbac:groups="",namespace=strata-system,resources=secrets,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",namespace=strata-config-server,resources=secrets,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",namespace=strata-system,resources=services,verbs=get
 
 // SetupWithManager registers the reconciler on the two Secrets.
 func (r *CertReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ours := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetNamespace() == r.Namespace &&
-			(o.GetName() == v1alpha1.ConfigServerTLSSecret || o.GetName() == v1alpha1.ConfigServerCASecret)
+		return (o.GetNamespace() == r.SecretNamespace && o.GetName() == v1alpha1.ConfigServerTLSSecret) ||
+			(o.GetNamespace() == r.Namespace && o.GetName() == v1alpha1.ConfigServerCASecret)
 	}))
 	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: v1alpha1.ConfigServerTLSSecret}}}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: r.SecretNamespace, Name: v1alpha1.ConfigServerTLSSecret}}}
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("configservercert").
-		WatchesRawSource(startSource(r.Namespace)).
+		WatchesRawSource(startSource(r.SecretNamespace)).
 		Watches(&corev1.Secret{}, one, ours).
 		Complete(r)
 }
@@ -88,7 +93,7 @@ func (r *CertReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	key := types.NamespacedName{Namespace: r.Namespace, Name: v1alpha1.ConfigServerTLSSecret}
+	key := types.NamespacedName{Namespace: r.SecretNamespace, Name: v1alpha1.ConfigServerTLSSecret}
 	var sec corev1.Secret
 	err = r.Client.Get(ctx, key, &sec)
 	if client.IgnoreNotFound(err) != nil {
@@ -101,7 +106,7 @@ func (r *CertReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 		if why == "" {
 			return ctrl.Result{RequeueAfter: min(at.Sub(now), caAt.Sub(now), recheck)}, nil
 		}
-		// The controller may not update Secrets in strata-system: replace.
+		// The controller may not update these Secrets: replace.
 		pre := client.Preconditions{UID: &sec.UID, ResourceVersion: &sec.ResourceVersion}
 		if err := r.Client.Delete(ctx, &sec, pre); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("delete %s to renew it: %w", key, err)

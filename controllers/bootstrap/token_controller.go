@@ -28,7 +28,8 @@ const tokenBytes = 32
 // TokenReconciler keeps one bootstrap token Secret per pool.
 type TokenReconciler struct {
 	Client client.Client
-	// Namespace holds the tokens (strata-system).
+	// Namespace holds the tokens (strata-config-server, the config
+	// server's own: not strata-system, whose Secrets it may not read).
 	Namespace string
 }
 

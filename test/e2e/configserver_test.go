@@ -17,7 +17,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -50,7 +52,10 @@ var _ = Describe("A new node", Ordered, func() {
 		server     string
 	)
 
-	BeforeAll(func(ctx SpecContext) {
+	// Its own timeout, and the specs' are node timeouts: a SpecTimeout
+	// of the first spec would bound this BeforeAll too (the second run
+	// timed out after two minutes of it).
+	BeforeAll(NodeTimeout(15*time.Minute), func(ctx SpecContext) {
 		kubeconfig = e2eKubeconfig()
 		c = newClient(kubeconfig)
 		registrySecrets(ctx, c)
@@ -110,7 +115,16 @@ var _ = Describe("A new node", Ordered, func() {
 		svc.Annotations["machineconfiguration.strata.dev/server-names"] = "127.0.0.1"
 		Expect(c.Update(ctx, svc)).To(Succeed())
 		// The names are re-read at renewal; deleting the certificate renews it now.
-		Expect(client.IgnoreNotFound(c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: strataNS, Name: v1alpha1.ConfigServerTLSSecret}}))).To(Succeed())
+		Expect(client.IgnoreNotFound(c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.ConfigServerNamespace, Name: v1alpha1.ConfigServerTLSSecret}}))).To(Succeed())
+		// kubectl port-forward gives up at the first refused connection:
+		// forward once the server listens, that is, once it is Ready.
+		Eventually(func(g Gomega) {
+			d := &appsv1.Deployment{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: strataNS, Name: "strata-config-server"}, d)).To(Succeed())
+			g.Expect(d.Status.ObservedGeneration).To(Equal(d.Generation))
+			g.Expect(d.Status.UpdatedReplicas).To(Equal(*d.Spec.Replicas))
+			g.Expect(d.Status.ReadyReplicas).To(Equal(*d.Spec.Replicas), "the config server is not Ready")
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		port := portForward(ctx, kubeconfig)
 		server = "https://127.0.0.1:" + port
 		Eventually(func() error {
@@ -127,7 +141,7 @@ var _ = Describe("A new node", Ordered, func() {
 		Expect(sims.Err()).NotTo(HaveOccurred(), "the simulated nodes failed behind the test's back")
 	})
 
-	It("gets nothing without its pool's token", SpecTimeout(2*time.Minute), func(ctx SpecContext) {
+	It("gets nothing without its pool's token", NodeTimeout(2*time.Minute), func(ctx SpecContext) {
 		other := mustNodeConfig(ctx, server, joinOther)
 		// The other pool's pointer config, aimed at this pool.
 		stolen := []byte(strings.Replace(string(other), "/config/"+joinOther, "/config/"+joinPool, 1))
@@ -141,7 +155,7 @@ var _ = Describe("A new node", Ordered, func() {
 		Expect(h.Code).To(BeNumerically(">=", 400))
 	})
 
-	It("joins from the base image on the pool's image with one reboot, never on the base", SpecTimeout(8*time.Minute), func(ctx SpecContext) {
+	It("joins from the base image on the pool's image with one reboot, never on the base", NodeTimeout(8*time.Minute), func(ctx SpecContext) {
 		config, err := simnode.FetchIgnition(ctx, mustNodeConfig(ctx, server, joinPool))
 		Expect(err).NotTo(HaveOccurred())
 		start := time.Now()
@@ -165,14 +179,28 @@ var _ = Describe("A new node", Ordered, func() {
 			res.Name, res.Registered.Sub(start).Round(time.Millisecond), time.Since(start).Round(time.Millisecond), res.Reboots)
 	})
 
-	It("joins with no reboot when installed with the pool's image", SpecTimeout(5*time.Minute), func(ctx SpecContext) {
+	It("joins with no reboot when installed with the pool's image", NodeTimeout(5*time.Minute), func(ctx SpecContext) {
 		config, err := simnode.FetchIgnition(ctx, mustNodeConfig(ctx, server, joinPool))
 		Expect(err).NotTo(HaveOccurred())
+		start := time.Now()
 		res, err := sims.JoinNode(ctx, image, config, map[string]string{joinPool: "true"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Reboots).To(Equal(0))
 		waitNodesOn(ctx, c, []string{res.Name}, image)
 		Expect(sims.Reboots(res.Name)).To(Equal(0))
+		fmt.Fprintf(GinkgoWriter, "new node %s: from start to registered Ready %v, to Done on the pool's image %v, %d reboots\n",
+			res.Name, res.Registered.Sub(start).Round(time.Millisecond), time.Since(start).Round(time.Millisecond), res.Reboots)
+	})
+
+	// The token Secret is namespaced, its owner the cluster-scoped pool:
+	// the cluster's garbage collector deletes it with the pool.
+	It("loses its pool's token with the pool", NodeTimeout(2*time.Minute), func(ctx SpecContext) {
+		key := client.ObjectKey{Namespace: v1alpha1.ConfigServerNamespace, Name: v1alpha1.BootstrapTokenSecretName(joinOther)}
+		Expect(c.Get(ctx, key, &corev1.Secret{})).To(Succeed())
+		Expect(c.Delete(ctx, &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: joinOther}})).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(c.Get(ctx, key, &corev1.Secret{}))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeTrue(), "token Secret %s outlived its pool", key)
 	})
 })
 

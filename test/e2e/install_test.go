@@ -40,6 +40,7 @@ import (
 const (
 	controllerSelector = "app.kubernetes.io/name=strata,app.kubernetes.io/component=controller"
 	daemonSelector     = "app.kubernetes.io/name=strata,app.kubernetes.io/component=daemon"
+	configSelector     = "app.kubernetes.io/name=strata,app.kubernetes.io/component=config-server"
 	// metricsURL is the controller's metrics endpoint: on the test
 	// cluster its pod is on the host network.
 	metricsURL = "https://127.0.0.1:8443/metrics"
@@ -286,10 +287,10 @@ func daemonPod(ctx context.Context) *corev1.Pod {
 	return &pod
 }
 
-// dumpStrataLogs writes the last lines of the controller's and the
-// daemon's logs, for a failed spec.
+// dumpStrataLogs writes the last lines of the controller's, the
+// daemon's and the config server's logs, for a failed spec.
 func dumpStrataLogs(ctx context.Context) {
-	for _, sel := range []string{controllerSelector, daemonSelector} {
+	for _, sel := range []string{controllerSelector, daemonSelector, configSelector} {
 		pods, err := clientset.CoreV1().Pods(strataNS).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
 			GinkgoWriter.Printf("list pods %s: %v\n", sel, err)

@@ -63,7 +63,7 @@ func TestJoinNode(t *testing.T) {
 	kwokDone := make(chan struct{})
 	go func() { defer close(kwokDone); kwok(ctx, t, cs) }()
 	defer func() { cancel(); <-kwokDone }()
-	for _, ns := range []string{"strata-system", "strata-nodes"} {
+	for _, ns := range []string{"strata-config-server", "strata-nodes"} {
 		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +110,7 @@ func TestJoinNode(t *testing.T) {
 	tokens := map[string]string{"join": "join-token", "other": "other-token"}
 	for p, tok := range tokens {
 		if err := env.Client.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "strata-system", Name: v1alpha1.BootstrapTokenSecretName(p), Labels: map[string]string{v1alpha1.BootstrapTokenLabel: p}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "strata-config-server", Name: v1alpha1.BootstrapTokenSecretName(p), Labels: map[string]string{v1alpha1.BootstrapTokenLabel: p}},
 			Data:       map[string][]byte{v1alpha1.BootstrapTokenKey: []byte(tok)},
 		}); err != nil {
 			t.Fatal(err)
@@ -124,7 +124,7 @@ func TestJoinNode(t *testing.T) {
 	}
 
 	srv := httptest.NewTLSServer(&configserver.Server{
-		Client: env.Client, Namespace: "strata-system", NodeNamespace: "strata-nodes",
+		Client: env.Client, Namespace: "strata-config-server", NodeNamespace: "strata-nodes",
 		DaemonImage: func(context.Context) (string, error) { return "127.0.0.1:5000/strata/strata-daemon:test", nil },
 		Log:         logr.Discard(),
 	})
