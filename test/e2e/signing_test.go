@@ -232,7 +232,9 @@ func waitSignedImage(ctx context.Context, c client.Client, not string) string {
 func waitSigningNodeOn(ctx context.Context, c client.Client, node, image string) {
 	Eventually(func(g Gomega) {
 		a := getNode(ctx, c, node).Annotations
-		if a[v1alpha1.StateAnnotation] == v1alpha1.NodeStateDegraded && a[v1alpha1.DesiredImageAnnotation] == image {
+		// Degraded naming image: refused. (Degraded naming another image
+		// is the state of the update image replaced.)
+		if a[v1alpha1.StateAnnotation] == v1alpha1.NodeStateDegraded && strings.Contains(a[v1alpha1.ReasonAnnotation], image) {
 			StopTrying(fmt.Sprintf("node %s is Degraded on %s: %s", node, image, a[v1alpha1.ReasonAnnotation])).Now()
 		}
 		g.Expect(a[v1alpha1.CurrentImageAnnotation]).To(Equal(image), "node %s (state %s: %s)", node, a[v1alpha1.StateAnnotation], a[v1alpha1.ReasonAnnotation])
