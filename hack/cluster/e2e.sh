@@ -3,7 +3,8 @@
 # installs Strata on it from config/default through config/testcluster
 # (deploy.sh), runs the e2e suite against it and always tears it down
 # again, also when a spec fails or the run is interrupted. STRATA_E2E_KEEP_CLUSTER=1 keeps
-# the cluster up afterwards for debugging (make cluster-down stops it).
+# the cluster up afterwards for debugging (make cluster-down stops it);
+# STRATA_E2E_FOCUS=regexp runs only the e2e specs it matches.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
@@ -43,4 +44,11 @@ compile=""
 log "running the e2e suite"
 flags=(-ginkgo.v)
 [[ -n ${CI:-} ]] && flags+=(-ginkgo.no-color)
-KUBECONFIG=$state/kubeconfig go test -tags "e2e,$(cat "$root/hack/go-tags")" -count=1 -timeout 30m -v ./test/e2e/... ./test/simnode/... "${flags[@]}"
+pkgs=(./test/e2e/... ./test/simnode/...)
+# STRATA_E2E_FOCUS runs only the e2e specs it matches (a Ginkgo focus
+# regexp), so one feature's specs run without the whole suite.
+if [[ -n ${STRATA_E2E_FOCUS:-} ]]; then
+	pkgs=(./test/e2e/...)
+	flags+=("-ginkgo.focus=$STRATA_E2E_FOCUS")
+fi
+KUBECONFIG=$state/kubeconfig go test -tags "e2e,$(cat "$root/hack/go-tags")" -count=1 -timeout 30m -v "${pkgs[@]}" "${flags[@]}"
