@@ -163,6 +163,8 @@ func run(ctx context.Context, o options) error {
 		Kubeconfig: o.kubeconfig, Daemon: daemon, BootcSim: bootcSim, OriginalImage: original,
 		NamePrefix: "bench", Log: nodeLog, InsecureRegistries: []string{o.registry},
 		RebootDuration: o.reboot, SoftRebootDuration: o.softReboot,
+		// Where a node's time goes shows in milliseconds, not seconds.
+		DaemonArgs: []string{"--zap-time-encoding=rfc3339nano"},
 	})
 	if err != nil {
 		return err
