@@ -44,6 +44,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/scheme"
+	"github.com/strata-dev/strata/test/bootcsim"
 	"github.com/strata-dev/strata/test/simnode"
 )
 
@@ -67,6 +68,7 @@ const (
 
 type options struct {
 	kubeconfig, registry, nodeLog  string
+	bootcVersion                   string
 	nodes, podsPerNode, maxUnavail int
 	stageAhead                     int
 	reboot, softReboot             time.Duration
@@ -80,6 +82,10 @@ func main() {
 	flag.IntVar(&o.podsPerNode, "pods-per-node", 2, "pods bound to each node, for the drains to evict")
 	flag.IntVar(&o.maxUnavail, "max-unavailable", 5, "the pool's maxUnavailable during the measured cases")
 	flag.IntVar(&o.stageAhead, "stage-ahead", 5, "the pool's stageAhead during the measured cases (the same for every case)")
+	// stageAhead needs bootc's switch --download-only, which only bootc's
+	// main branch has (bootc-sim models both); with 1.16 every node stages
+	// in its own slot.
+	flag.StringVar(&o.bootcVersion, "bootc-version", string(bootcsim.VersionMain), "the bootc release the simulated nodes run")
 	flag.StringVar(&o.nodeLog, "node-log", "", "keep the simulated nodes' log (their daemons' output) in this file")
 	flag.DurationVar(&o.reboot, "reboot", 20*time.Second, "how long a simulated full reboot keeps a node down")
 	flag.DurationVar(&o.softReboot, "soft-reboot", 2*time.Second, "how long a simulated soft reboot keeps a node down")
@@ -162,7 +168,7 @@ func run(ctx context.Context, o options) error {
 	b.sims, err = simnode.New(ctx, simnode.Config{
 		Kubeconfig: o.kubeconfig, Daemon: daemon, BootcSim: bootcSim, OriginalImage: original,
 		NamePrefix: "bench", Log: nodeLog, InsecureRegistries: []string{o.registry},
-		RebootDuration: o.reboot, SoftRebootDuration: o.softReboot,
+		RebootDuration: o.reboot, SoftRebootDuration: o.softReboot, BootcVersion: o.bootcVersion,
 		// Where a node's time goes shows in milliseconds, not seconds.
 		DaemonArgs: []string{"--zap-time-encoding=rfc3339nano"},
 	})
@@ -220,8 +226,8 @@ func run(ctx context.Context, o options) error {
 	}
 	failed = false
 
-	fmt.Printf("\nrollout of one change to %d simulated nodes, maxUnavailable %d and stageAhead %d in every case (full reboot %s, soft reboot %s, %d pods per node); bench took %s\n",
-		o.nodes, o.maxUnavail, o.stageAhead, o.reboot, o.softReboot, o.podsPerNode, time.Since(start).Round(time.Second))
+	fmt.Printf("\nrollout of one change to %d simulated nodes running bootc %s, maxUnavailable %d and stageAhead %d in every case (full reboot %s, soft reboot %s, %d pods per node); bench took %s\n",
+		o.nodes, o.bootcVersion, o.maxUnavail, o.stageAhead, o.reboot, o.softReboot, o.podsPerNode, time.Since(start).Round(time.Second))
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "case\tdecision\tapply→all updated\tpushed→all updated\tdrains\tevicted\tfull reboots\tsoft reboots\tlive\tnode-s cordoned\tnode-s NotReady\t")
 	for _, r := range results {
