@@ -314,13 +314,17 @@ func (c *Cluster) reboot(ctx context.Context, nd *node, how bootKind) error {
 	if err := c.killBootCheck(nd); err != nil {
 		return err
 	}
+	// The machine is down from here; the cluster noticing it (the node
+	// lifecycle controller's taint, up to its monitor period) happens
+	// while it is, not before: the wait counts towards the time down.
+	down := time.Now()
 	if err := c.setReady(ctx, nd.name, false, ""); err != nil {
 		return err
 	}
-	verb, down := "reboot", c.cfg.RebootDuration
+	verb, downFor := "reboot", c.cfg.RebootDuration
 	switch how {
 	case bootSoft:
-		verb, down = "soft-reboot", c.cfg.SoftRebootDuration
+		verb, downFor = "soft-reboot", c.cfg.SoftRebootDuration
 	case bootCrash:
 		verb = "crash"
 	}
@@ -332,7 +336,9 @@ func (c *Cluster) reboot(ctx context.Context, nd *node, how bootKind) error {
 		return fmt.Errorf("simnode: %w", err)
 	}
 	// The simulated machine's own time down: not a wait for anything.
-	if err := pause(ctx, down); err != nil {
+	// It never comes back before the cluster saw it go (kwok's stages
+	// need NotReady first), so a wait longer than the time down ends it.
+	if err := pause(ctx, downFor-time.Since(down)); err != nil {
 		return err
 	}
 	bootID, err := readBootID(nd.root)
@@ -356,13 +362,17 @@ func (c *Cluster) reboot(ctx context.Context, nd *node, how bootKind) error {
 		c.logf(nd, "%s %d done (boot id %s) in %s; the image broke the kubelet (%s): NotReady, no daemon", how, n, bootID, time.Since(start).Round(time.Millisecond), KubeletBrokenFile)
 		return nil
 	}
+	// The kubelet starts the node's pods, the daemon's among them, as it
+	// reports Ready; it does not wait for the control plane to lift the
+	// not-ready taint. The daemon waits for Ready itself (its health
+	// gate), on the Node's watch events.
+	if err := c.startDaemon(nd); err != nil {
+		return err
+	}
 	if err := c.setReady(ctx, nd.name, true, bootID); err != nil {
 		return err
 	}
 	if err := c.restorePods(ctx, nd.name); err != nil {
-		return err
-	}
-	if err := c.startDaemon(nd); err != nil {
 		return err
 	}
 	c.logf(nd, "%s %d done (boot id %s) in %s", how, n, bootID, time.Since(start).Round(time.Millisecond))
