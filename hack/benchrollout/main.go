@@ -9,6 +9,7 @@
 // kernel argument, and prints per case the time from the MachineConfig's
 // update to every node updated, drains, pods evicted, reboots by kind,
 // node-seconds cordoned and node-seconds NotReady. It exits non-zero when
+// a case does not finish, and, unless -fail-on-missed-goal=false, when
 // a goal is missed: the Restart case without drain, eviction or reboot,
 // every node applied within 2 s of the image being pushed; the soft-reboot
 // case at least 5x faster than the Reboot case.
@@ -72,6 +73,8 @@ type options struct {
 	nodes, podsPerNode, maxUnavail int
 	stageAhead                     int
 	reboot, softReboot             time.Duration
+	// failOnMissedGoal: a missed goal is an exit status, not only a line.
+	failOnMissedGoal bool
 }
 
 func main() {
@@ -89,6 +92,7 @@ func main() {
 	flag.StringVar(&o.nodeLog, "node-log", "", "keep the simulated nodes' log (their daemons' output) in this file")
 	flag.DurationVar(&o.reboot, "reboot", 20*time.Second, "how long a simulated full reboot keeps a node down")
 	flag.DurationVar(&o.softReboot, "soft-reboot", 2*time.Second, "how long a simulated soft reboot keeps a node down")
+	flag.BoolVar(&o.failOnMissedGoal, "fail-on-missed-goal", true, "exit non-zero when a goal is missed (false: print the goals only)")
 	timeout := flag.Duration("timeout", 15*time.Minute, "give up after this long")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -241,7 +245,10 @@ func run(ctx context.Context, o options) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	return goals(results)
+	if err := goals(results); err != nil && o.failOnMissedGoal {
+		return err
+	}
+	return nil
 }
 
 // goals checks issue 21's goals and says each.
