@@ -2,10 +2,11 @@ package gate
 
 import (
 	"context"
-	"net"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
@@ -68,12 +69,7 @@ func TestCheckPrometheus(t *testing.T) {
 // TestPrometheusUnreachableHolds: no server, and a server that is not
 // Prometheus, both hold the rollout.
 func TestPrometheusUnreachableHolds(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + l.Addr().String()
-	l.Close()
+	closed := "http://" + refusingAddr(t)
 	html := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("<html>login</html>"))
 	}))
@@ -95,6 +91,28 @@ func TestPrometheusUnreachableHolds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refusingAddr returns a loopback address whose connections are refused
+// for the whole test: a TCP socket bound to it but never listening holds
+// the port. A listener opened and closed would free it for the next one,
+// which the kernel may hand out at once (it did: to this test's own
+// httptest server).
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 func TestFiringAlertsNamesFiveAtMost(t *testing.T) {
