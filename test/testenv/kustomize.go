@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -36,7 +38,9 @@ func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
 
 // Install creates what the kustomizations in dirs hold (Kustomize), as an
 // installation from the repository's config/ would; objects that exist
-// already are left as they are.
+// already are left as they are. The namespaces the objects live in are
+// created first when missing: config/default brings each one, but a test
+// installs parts of it (config/rbac holds Roles in several namespaces).
 func (e *Env) Install(ctx context.Context, dirs ...string) error {
 	for _, dir := range dirs {
 		objs, err := Kustomize(dir)
@@ -44,6 +48,12 @@ func (e *Env) Install(ctx context.Context, dirs ...string) error {
 			return err
 		}
 		for _, obj := range objs {
+			if ns := obj.GetNamespace(); ns != "" {
+				nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+				if err := e.Client.Create(ctx, nsObj); err != nil && !apierrors.IsAlreadyExists(err) {
+					return fmt.Errorf("create namespace %s for %s %s from %s: %w", ns, obj.GetKind(), obj.GetName(), dir, err)
+				}
+			}
 			if err := e.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("create %s %s from %s: %w", obj.GetKind(), obj.GetName(), dir, err)
 			}
