@@ -164,7 +164,7 @@ var _ = Describe("A new node", Ordered, func() {
 		Expect(res.Reboots).To(Equal(1))
 		// Registered only once its first boot was done: its first
 		// report is already the pool's image.
-		waitNodesOn(ctx, c, []string{res.Name}, image)
+		waitJoinedOn(ctx, c, res.Name, image)
 		Eventually(func(g Gomega) {
 			p := &v1alpha1.MachineConfigPool{}
 			g.Expect(c.Get(ctx, client.ObjectKey{Name: joinPool}, p)).To(Succeed())
@@ -186,7 +186,7 @@ var _ = Describe("A new node", Ordered, func() {
 		res, err := sims.JoinNode(ctx, image, config, map[string]string{joinPool: "true"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Reboots).To(Equal(0))
-		waitNodesOn(ctx, c, []string{res.Name}, image)
+		waitJoinedOn(ctx, c, res.Name, image)
 		Expect(sims.Reboots(res.Name)).To(Equal(0))
 		fmt.Fprintf(GinkgoWriter, "new node %s: from start to registered Ready %v, to Done on the pool's image %v, %d reboots\n",
 			res.Name, res.Registered.Sub(start).Round(time.Millisecond), time.Since(start).Round(time.Millisecond), res.Reboots)
@@ -246,4 +246,19 @@ func portForward(ctx context.Context, kubeconfig string) string {
 	var port string
 	Eventually(ports).WithTimeout(2 * time.Minute).Should(Receive(&port))
 	return port
+}
+
+// waitJoinedOn waits until a joined node reports Done on image. Unlike
+// waitNodesOn it wants no uncordon: a node that joins on the pool's
+// image is never taken by the rollout, so it is never drained, and it
+// must never have been cordoned or drained at all.
+func waitJoinedOn(ctx context.Context, c client.Client, name, image string) {
+	Eventually(func(g Gomega) {
+		n := getNode(ctx, c, name)
+		a := n.Annotations
+		g.Expect(a[v1alpha1.CurrentImageAnnotation]).To(Equal(image), "node %s (state %s: %s)", name, a[v1alpha1.StateAnnotation], a[v1alpha1.ReasonAnnotation])
+		g.Expect(a[v1alpha1.StateAnnotation]).To(Equal(v1alpha1.NodeStateDone), "node %s: %s", name, a[v1alpha1.ReasonAnnotation])
+		g.Expect(a[v1alpha1.LastAppliedDrainAnnotation]).To(BeEmpty(), "node %s was drained, but it joined on the pool's image", name)
+		g.Expect(n.Spec.Unschedulable).To(BeFalse(), "node %s is cordoned", name)
+	}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
 }
