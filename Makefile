@@ -82,9 +82,19 @@ build: ## Build the binaries into bin/.
 infra: ## Build and cache the test environment's binaries under .infra/.
 	hack/setup-infra.sh envtest
 
+# The controller binary's tests (they build and run strata-controller) and
+# the scale test take over half a minute each; they are kept out of make
+# test so that it stays under five minutes. test-heavy runs them, and
+# .ci/run runs both.
+HEAVY_PKGS := ./cmd/strata-controller/... ./test/scale/...
+
 .PHONY: test
-test: infra ## Run unit and envtest integration tests.
-	go test -count=1 ./...
+test: infra ## Run unit and envtest integration tests (all but HEAVY_PKGS: make test-heavy).
+	go test -count=1 $$(go list ./... | grep -v -e /cmd/strata-controller -e /test/scale)
+
+.PHONY: test-heavy
+test-heavy: infra ## Run the heavy packages: the controller binary's tests and the scale test.
+	go test -count=1 $(HEAVY_PKGS)
 
 .PHONY: bench-memory
 bench-memory: infra ## Print the peak RSS of 4 concurrent configuration-layer builds of the worst inputs (goal: under 200 MB).
