@@ -84,7 +84,9 @@ kill_cgroup_procs() {
 shims() {
 	local p cmd
 	for p in /proc/[0-9]*; do
-		cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+		# 2>/dev/null first: a process gone since the glob fails the input
+		# redirection itself, which would print before a later 2>/dev/null.
+		cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
 		[[ $cmd == *containerd-shim* && $cmd == *" -address $CONTAINERD_SOCK "* ]] && printf '%s\n' "${p#/proc/}"
 	done
 	return 0
