@@ -203,26 +203,18 @@ func signingConfig(version string) *v1alpha1.MachineConfig {
 // pool's current rendered config, to succeed and be signed (ImageSigned),
 // with an image other than not, and returns the image.
 func waitSignedImage(ctx context.Context, c client.Client, not string) string {
-	var image string
+	image := waitImageOf(ctx, c, signingPool, signingPool, not)
 	Eventually(func(g Gomega) {
-		p := &v1alpha1.MachineConfigPool{}
-		g.Expect(c.Get(ctx, client.ObjectKey{Name: signingPool}, p)).To(Succeed())
 		m := &v1alpha1.MachineOSConfig{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Name: signingPool}, m)).To(Succeed())
 		g.Expect(m.Status.MachineOSBuild).NotTo(BeNil())
 		b := &v1alpha1.MachineOSBuild{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Name: m.Status.MachineOSBuild.Name}, b)).To(Succeed())
-		if meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildFailed) {
-			StopTrying(fmt.Sprintf("build %s failed: %+v", b.Name, b.Status.Failure)).Now()
-		}
-		g.Expect(b.Spec.MachineConfig.Name).To(Equal(p.Status.Configuration.Name))
-		g.Expect(meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildSucceeded)).To(BeTrue())
-		g.Expect(b.Status.DigestedImagePushSpec).NotTo(Equal(not))
+		g.Expect(b.Status.DigestedImagePushSpec).To(Equal(image), "build %s", b.Name)
 		signedCond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.BuildImageSigned)
 		g.Expect(signedCond).NotTo(BeNil(), "build %s", b.Name)
 		g.Expect(signedCond.Status).To(Equal(metav1.ConditionTrue), "build %s: %s: %s", b.Name, signedCond.Reason, signedCond.Message)
-		image = b.Status.DigestedImagePushSpec
-	}).WithContext(ctx).WithTimeout(6 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	return image
 }
 
