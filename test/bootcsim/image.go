@@ -20,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/strata-dev/strata/ostreeimage"
 )
 
 // simKernelVersion names the dummy kernel added to images without one:
@@ -295,7 +297,7 @@ func prepareTree(dir string) (kargs []string, err error) {
 	} else if err != nil {
 		return nil, err
 	}
-	return readImageKargs(root, HostArch())
+	return ostreeimage.ReadKargs(root.FS(), ostreeimage.HostArch())
 }
 
 // ensureKernel adds a dummy initramfs beside a kernel that lacks one, or a

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/strata-dev/strata/ostreeimage"
 )
 
 // stateroot is the ostree "os" every simulated node deploys into.
@@ -335,14 +337,12 @@ type origin struct {
 }
 
 const (
-	originImageKey   = "container-image-reference"
-	originImageType  = "ostree-unverified-registry:"
 	originStagedLine = "staged=true"
 	originLockedLine = "download-only=true"
 )
 
 func (o origin) String() string {
-	s := "[origin]\n" + originImageKey + "=" + originImageType + o.Image + "\n"
+	s := ostreeimage.Origin{Image: o.Image}.String()
 	if o.Staged {
 		// Marks a deployment Switch wrote that no simulated boot has
 		// finalized yet (ostree's own staged flag needs a booted system).
@@ -366,16 +366,17 @@ func readOrigin(d deployment) (origin, error) {
 		return origin{}, err
 	}
 	var o origin
+	// A deployment made without an image (sim init of a bare commit) has
+	// none; bootc's own reading of the group is ostreeimage's.
+	if oo, err := ostreeimage.ParseOrigin(data); err == nil {
+		o.Image = oo.Image
+	}
 	group := ""
 	for _, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSpace(line)
 		switch {
 		case strings.HasPrefix(line, "["):
 			group = strings.Trim(line, "[]")
-		case group == "origin":
-			if v, ok := strings.CutPrefix(line, originImageKey+"="); ok {
-				o.Image = strings.TrimPrefix(v, originImageType)
-			}
 		case group == "bootc-sim" && line == originStagedLine:
 			o.Staged = true
 		case group == "bootc-sim" && line == originLockedLine:
