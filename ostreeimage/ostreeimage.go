@@ -1,11 +1,8 @@
 package ostreeimage
 
 import (
-	"context"
 	"errors"
 	"strings"
-
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // Ref prefixes and commit metadata keys.
@@ -28,10 +25,12 @@ const (
 	MetaFlattened = "strata.flattened"
 	// MetaLayerDiffID is a layer commit's diffid ("sha256:...").
 	MetaLayerDiffID = "strata.layer.diffid"
-	// MetaLayerMerge is false on a layer commit that cannot be merged
-	// onto the layers below it as a tree: it has whiteouts or hard links
-	// to files of lower layers.
-	MetaLayerMerge = "strata.layer.mergeable"
+	// MetaLayer is what a layer commit holds that matters for merging
+	// it onto the layers below it, as words: whiteouts (it deletes
+	// paths), external-links (it hard-links to files of lower layers),
+	// implicit-dirs (it has entries under directories it has no entry
+	// for), etc and usr-etc (it has entries under /etc, /usr/etc).
+	MetaLayer = "strata.layer"
 )
 
 // Repo is an ostree repository images are imported into. The repository
@@ -92,17 +91,4 @@ func hexOf(digest string) string {
 		return digest
 	}
 	return hex
-}
-
-// Import commits img into the repository, unless its image commit is
-// already there, and returns it. Layers already committed are reused
-// without being downloaded.
-func (r Repo) Import(ctx context.Context, img v1.Image) (*Image, error) {
-	return nil, errors.New("ostreeimage: Import not implemented yet")
-}
-
-// Lookup returns the imported image with that manifest digest
-// ("sha256:<hex>"); ok is false when it has not been imported.
-func (r Repo) Lookup(ctx context.Context, digest string) (img *Image, ok bool, err error) {
-	return nil, false, errors.New("ostreeimage: Lookup not implemented yet")
 }
