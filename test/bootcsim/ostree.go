@@ -21,8 +21,10 @@ import (
 // stateroot is the ostree "os" every simulated node deploys into.
 const stateroot = "strata"
 
-// refPrefix is the ostree branch prefix of pulled images: each image is
-// committed as strata/<manifest digest hex>.
+// refPrefix is the ostree branch prefix of the commits the simulator
+// deploys: strata/<manifest digest hex> is the image's commit (ostreeimage
+// imports it as strata/image/<hex>, its layers as strata/layer/<diffid>),
+// with what a simulated node needs added (Sim.bootable).
 const refPrefix = stateroot + "/"
 
 // deployment is one ostree deployment of the stateroot, as the boot
@@ -261,8 +263,9 @@ func (s *Sim) revParse(ref string) (csum string, ok bool, err error) {
 }
 
 // gcRefs deletes the image refs (and forgets the metadata) of images no
-// deployment uses any more, as bootc prunes unused images; ostree removes
-// their objects at its next prune.
+// deployment uses any more, as bootc prunes unused images, and the layer
+// refs no remaining image has; ostree removes their objects at its next
+// prune.
 func (s *Sim) gcRefs(ctx context.Context, st *state) error {
 	deps, err := s.deployments()
 	if err != nil {
@@ -277,25 +280,35 @@ func (s *Sim) gcRefs(ctx context.Context, st *state) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	var unused []string
 	for _, e := range entries {
+		if e.IsDir() {
+			// ostreeimage's image and layer refs.
+			continue
+		}
 		ref := refPrefix + e.Name()
 		csum, _, err := s.revParse(ref)
 		if err != nil {
 			return err
 		}
-		if used[csum] {
-			continue
+		if !used[csum] {
+			unused = append(unused, ref)
 		}
-		if _, err := s.ostree(ctx, "--repo="+s.repo(), "refs", "--delete", ref); err != nil {
+	}
+	if len(unused) > 0 {
+		if _, err := s.ostree(ctx, append([]string{"--repo=" + s.repo(), "refs", "--delete"}, unused...)...); err != nil {
 			return err
 		}
 	}
-	for csum := range st.Images {
+	var keep []string
+	for csum, info := range st.Images {
 		if !used[csum] {
 			delete(st.Images, csum)
+			continue
 		}
+		keep = append(keep, info.Digest)
 	}
-	return nil
+	return s.images().RemoveUnused(ctx, keep)
 }
 
 // splitKargs splits a kernel command line at spaces outside double
