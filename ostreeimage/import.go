@@ -198,21 +198,13 @@ func (r Repo) Lookup(ctx context.Context, digest string) (img *Image, ok bool, e
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	out, err := r.ostree(ctx, "show", "--print-metadata-key="+MetaConfig, csum)
+	cfg, err := r.config(ctx, csum)
 	if err != nil {
 		return nil, false, err
 	}
-	raw, err := parseGVariantString(strings.TrimSpace(out))
-	if err != nil {
-		return nil, false, fmt.Errorf("image commit %s: %s: %w", csum, MetaConfig, err)
-	}
-	var cfg v1.ConfigFile
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		return nil, false, fmt.Errorf("image commit %s: %s: %w", csum, MetaConfig, err)
-	}
-	im := imageOf(digest, &cfg)
+	im := imageOf(digest, cfg)
 	im.Checksum = csum
-	out, err = r.ostree(ctx, "show", "--print-metadata-key="+MetaFlattened, csum)
+	out, err := r.ostree(ctx, "show", "--print-metadata-key="+MetaFlattened, csum)
 	if err != nil {
 		return nil, false, err
 	}
@@ -231,33 +223,33 @@ func (r Repo) Lookup(ctx context.Context, digest string) (img *Image, ok bool, e
 }
 
 // kargs reads the kargs.d files of a commit, as ReadKargs reads them
-// from a tree.
+// from a tree: checked out (hard links into the repository, one ostree
+// run), then read.
 func (r Repo) kargs(ctx context.Context, csum string) ([]string, error) {
-	out, err := r.ostree(ctx, "ls", csum, "/"+KargsDir)
+	if err := os.MkdirAll(r.tempDir(), 0o700); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(r.tempDir(), "kargs-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	if err := os.MkdirAll(filepath.Join(dir, filepath.FromSlash(path.Dir(KargsDir))), 0o755); err != nil {
+		return nil, err
+	}
+	_, err = r.ostree(ctx, "checkout", "--subpath=/"+KargsDir, csum, filepath.Join(dir, filepath.FromSlash(KargsDir)))
 	if errors.Is(err, errNoSuchPath) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var files []kargsDirFile
-	for _, line := range strings.Split(out, "\n") {
-		fields := strings.Fields(line)
-		// -00644 0 0 <size> /usr/lib/bootc/kargs.d/x.toml
-		if len(fields) < 5 || !strings.HasPrefix(fields[0], "-") {
-			continue
-		}
-		name := strings.Join(fields[4:], " ")
-		if path.Dir(name) != "/"+KargsDir || !strings.HasSuffix(name, ".toml") {
-			continue
-		}
-		data, err := r.ostree(ctx, "cat", csum, name)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, kargsDirFile{name: strings.TrimPrefix(name, "/"), data: []byte(data)})
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
 	}
-	return kargsOf(files, r.arch())
+	defer func() { _ = root.Close() }()
+	return ReadKargs(root.FS(), r.arch())
 }
 
 // RemoveUnused deletes the refs of the images not in keep (manifest
@@ -265,52 +257,88 @@ func (r Repo) kargs(ctx context.Context, csum string) ([]string, error) {
 // prunes the images no deployment uses. ostree removes their objects at
 // its next prune (ostree admin undeploy prunes).
 func (r Repo) RemoveUnused(ctx context.Context, keep []string) error {
-	used := map[string]bool{}
+	kept := map[string]bool{}
 	for _, d := range keep {
-		im, ok, err := r.Lookup(ctx, d)
+		kept[ImageRef(d)] = true
+	}
+	images, err := r.refs(ImageRefPrefix)
+	if err != nil {
+		return err
+	}
+	var unused []string
+	for _, ref := range images {
+		if !kept[ref] {
+			unused = append(unused, ref)
+		}
+	}
+	if len(unused) == 0 {
+		// Every layer ref came with an image ref: no image gone, no
+		// layer unused.
+		return nil
+	}
+	used := map[string]bool{}
+	for ref := range kept {
+		csum, ok, err := r.revParse(ref)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			continue
 		}
-		used[ImageRef(d)] = true
-		out, err := r.ostree(ctx, "show", "--print-metadata-key="+MetaConfig, im.Checksum)
+		cfg, err := r.config(ctx, csum)
 		if err != nil {
-			return err
-		}
-		raw, err := parseGVariantString(strings.TrimSpace(out))
-		if err != nil {
-			return err
-		}
-		var cfg v1.ConfigFile
-		if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
 			return err
 		}
 		for _, id := range cfg.RootFS.DiffIDs {
 			used[LayerRef(id.String())] = true
 		}
 	}
-	var unused []string
-	for _, prefix := range []string{ImageRefPrefix, LayerRefPrefix} {
-		entries, err := os.ReadDir(filepath.Join(r.Path, "refs", "heads", filepath.FromSlash(prefix)))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			if ref := prefix + e.Name(); !used[ref] && !e.IsDir() {
-				unused = append(unused, ref)
-			}
+	layers, err := r.refs(LayerRefPrefix)
+	if err != nil {
+		return err
+	}
+	for _, ref := range layers {
+		if !used[ref] {
+			unused = append(unused, ref)
 		}
 	}
-	if len(unused) == 0 {
-		return nil
-	}
-	_, err := r.ostree(ctx, append([]string{"refs", "--delete"}, unused...)...)
+	_, err = r.ostree(ctx, append([]string{"refs", "--delete"}, unused...)...)
 	return err
+}
+
+// refs lists the refs under prefix (one level).
+func (r Repo) refs(prefix string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(r.Path, "refs", "heads", filepath.FromSlash(prefix)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			out = append(out, prefix+e.Name())
+		}
+	}
+	return out, nil
+}
+
+// config is the image configuration an image commit records.
+func (r Repo) config(ctx context.Context, csum string) (*v1.ConfigFile, error) {
+	out, err := r.ostree(ctx, "show", "--print-metadata-key="+MetaConfig, csum)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := parseGVariantString(strings.TrimSpace(out))
+	if err != nil {
+		return nil, fmt.Errorf("image commit %s: %s: %w", csum, MetaConfig, err)
+	}
+	var cfg v1.ConfigFile
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		return nil, fmt.Errorf("image commit %s: %s: %w", csum, MetaConfig, err)
+	}
+	return &cfg, nil
 }
 
 // errNoSuchPath is ostree's "No such file or directory" for a path of a
@@ -330,7 +358,7 @@ func (r Repo) ostree(ctx context.Context, args ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
-		if strings.Contains(msg, "No such file or directory") && args[0] == "ls" {
+		if strings.Contains(msg, "No such file or directory") && (args[0] == "ls" || args[0] == "checkout") {
 			err = errNoSuchPath
 		}
 		return "", fmt.Errorf("ostree %s: %w: %s", args[0], err, msg)

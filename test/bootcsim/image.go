@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -190,21 +192,12 @@ func (s *Sim) bootable(ctx context.Context, im *ostreeimage.Image, image string)
 // bootableAdditions writes into root what the commit csum lacks for the
 // simulator, and reports whether it wrote anything.
 func (s *Sim) bootableAdditions(ctx context.Context, csum string, root *os.Root) (bool, error) {
-	usr, err := s.lsCommit(ctx, csum, "/usr")
+	// Most images have all three: one ostree run.
+	dirs, err := s.lsCommit(ctx, csum, "/usr", "/usr/lib", "/usr/etc")
 	if err != nil {
 		return false, err
 	}
-	var lib, etc map[string]byte
-	if usr["lib"] == 'd' {
-		if lib, err = s.lsCommit(ctx, csum, "/usr/lib"); err != nil {
-			return false, err
-		}
-	}
-	if usr["etc"] == 'd' {
-		if etc, err = s.lsCommit(ctx, csum, "/usr/etc"); err != nil {
-			return false, err
-		}
-	}
+	usr, lib, etc := dirs["/usr"], dirs["/usr/lib"], dirs["/usr/etc"]
 	added := false
 	write := func(name, data string) error {
 		added = true
@@ -232,18 +225,20 @@ func (s *Sim) bootableAdditions(ctx context.Context, csum string, root *os.Root)
 	}
 	kernel := false
 	if lib["modules"] == 'd' {
-		versions, err := s.lsCommit(ctx, csum, "/usr/lib/modules")
+		modules, err := s.lsCommit(ctx, csum, "/usr/lib/modules")
 		if err != nil {
 			return false, err
 		}
-		for v, typ := range versions {
+		for v, typ := range modules["/usr/lib/modules"] {
 			if typ != 'd' {
 				continue
 			}
-			files, err := s.lsCommit(ctx, csum, "/usr/lib/modules/"+v)
+			dir := "/usr/lib/modules/" + v
+			ls, err := s.lsCommit(ctx, csum, dir)
 			if err != nil {
 				return false, err
 			}
+			files := ls[dir]
 			if _, ok := files["vmlinuz"]; !ok {
 				continue
 			}
@@ -267,17 +262,29 @@ func (s *Sim) bootableAdditions(ctx context.Context, csum string, root *os.Root)
 	return added, nil
 }
 
-// lsCommit lists a directory of a commit: name -> type ('d', '-', 'l');
-// nil when the commit has no such path.
-func (s *Sim) lsCommit(ctx context.Context, csum, dir string) (map[string]byte, error) {
-	out, err := s.ostree(ctx, "--repo="+s.repo(), "ls", csum, dir)
+// lsCommit lists directories of a commit: dir -> name -> type ('d', '-',
+// 'l'); a dir the commit does not have is left out.
+func (s *Sim) lsCommit(ctx context.Context, csum string, dirs ...string) (map[string]map[string]byte, error) {
+	out, err := s.ostree(ctx, append([]string{"--repo=" + s.repo(), "ls", csum}, dirs...)...)
 	if err != nil {
-		if strings.Contains(err.Error(), "No such file or directory") {
-			return nil, nil
+		if !strings.Contains(err.Error(), "No such file or directory") {
+			return nil, err
 		}
-		return nil, err
+		if len(dirs) == 1 {
+			return map[string]map[string]byte{}, nil
+		}
+		// ostree stops at the first missing one: one at a time.
+		all := map[string]map[string]byte{}
+		for _, d := range dirs {
+			one, err := s.lsCommit(ctx, csum, d)
+			if err != nil {
+				return nil, err
+			}
+			maps.Copy(all, one)
+		}
+		return all, nil
 	}
-	entries := map[string]byte{}
+	entries := map[string]map[string]byte{}
 	for _, line := range strings.Split(out, "\n") {
 		// d00755 0 0 0 /usr/lib ; l00777 0 0 0 /usr/x -> y
 		fields := strings.Fields(line)
@@ -285,10 +292,15 @@ func (s *Sim) lsCommit(ctx context.Context, csum, dir string) (map[string]byte, 
 			continue
 		}
 		name := fields[4]
-		if path.Dir(name) != dir {
-			continue
+		if slices.Contains(dirs, name) && fields[0][0] == 'd' && entries[name] == nil {
+			entries[name] = map[string]byte{}
 		}
-		entries[path.Base(name)] = fields[0][0]
+		if parent := path.Dir(name); slices.Contains(dirs, parent) {
+			if entries[parent] == nil {
+				entries[parent] = map[string]byte{}
+			}
+			entries[parent][path.Base(name)] = fields[0][0]
+		}
 	}
 	return entries, nil
 }
