@@ -18,11 +18,15 @@
 // device nodes, fifos and sockets are dropped (ostree commits none), and
 // every entry stays inside the root. Whiteouts (".wh.<name>" and the
 // opaque-directory marker ".wh..wh..opq") are kept in the layer commit as
-// empty files, as ostree-ext keeps them; a merge of trees cannot delete, so
-// an image whose layers above the base delete something (or hard-link to a
-// file of a lower layer) is committed as one flattened tree instead,
-// built from the checkouts of its layer commits with the whiteouts
-// applied. The image commit carries the metadata ostree-ext gives it
+// empty files, as ostree-ext keeps them. A merge of trees cannot delete,
+// and a layer's directory replaces the lower layers' one: so an image
+// whose layers above the base delete something, hard-link to a file of a
+// lower layer or have entries under a directory they have no entry for
+// (or whose merge ostree refuses: a file replacing a directory) is
+// committed as one flattened tree instead, its filesystem as unpacking
+// all its layers in order gives it (read from the registry again; the
+// layer commits are made all the same, for the next image). The image
+// commit carries the metadata ostree-ext gives it
 // (ostree.manifest-digest, ostree.manifest, ostree.container.image-config)
 // and a fixed timestamp (the image's creation time), so the same image
 // gives the same commit checksum in every repository.
