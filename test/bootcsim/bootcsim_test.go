@@ -15,6 +15,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
+	"github.com/strata-dev/strata/ostreeimage"
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/test/bootcsim"
 	"github.com/strata-dev/strata/test/testregistry"
@@ -29,7 +30,7 @@ type testImage struct {
 // otherArch is an architecture that is not the host's, for a kargs.d file
 // that must not apply.
 func otherArch() string {
-	if bootcsim.HostArch() == "s390x" {
+	if ostreeimage.HostArch() == "s390x" {
 		return "aarch64"
 	}
 	return "s390x"

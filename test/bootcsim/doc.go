@@ -5,10 +5,12 @@
 // of bootc.
 //
 // Only the boot is simulated. Images are really pulled from a registry
-// (go-containerregistry, with the node's ostree auth file) and every node
-// has a real ostree sysroot (the ostree command line tool), so the /etc
-// three-way merge, the shared /var and the immutable deployment
-// directories are ostree's own. A node directory looks like this:
+// (go-containerregistry, with the node's ostree auth file), imported into
+// the node's ostree repository layer by layer as bootc imports them
+// (package ostreeimage; a dummy kernel, initramfs and os-release are
+// merged onto an image that has none), and every node has a real ostree
+// sysroot (the ostree command line tool), so the /etc three-way merge, the
+// shared /var and the immutable deployment directories are ostree's own. A node directory looks like this:
 //
 //	sysroot/                 the ostree sysroot, stateroot "strata"
 //	var  -> sysroot/ostree/deploy/strata/var

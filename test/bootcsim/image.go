@@ -1,25 +1,24 @@
 package bootcsim
 
 import (
-	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/strata-dev/strata/ostreeimage"
 )
 
 // simKernelVersion names the dummy kernel added to images without one:
@@ -97,52 +96,30 @@ func (s *Sim) pull(ctx context.Context, st *state, image string) (*pulledImage, 
 	if p, err := s.cachedImage(st, digest.String()); p != nil || err != nil {
 		return p, err
 	}
-	cfg, err := img.ConfigFile()
+	// Imports a killed pull left behind; the caller holds the node's lock.
+	if err := os.RemoveAll(s.importDir()); err != nil {
+		return nil, err
+	}
+	im, err := s.images().Import(ctx, img)
 	if err != nil {
 		return nil, pullError(image, kc, err)
 	}
-	info := imageInfo{Digest: digest.String(), Architecture: cfg.Architecture,
-		Version: cfg.Config.Labels["org.opencontainers.image.version"]}
-	if info.Version == "" {
-		info.Version = cfg.Config.Labels["version"]
-	}
-	if !cfg.Created.IsZero() {
-		info.Created = cfg.Created.UTC().Format(time.RFC3339)
-	}
-
-	// Trees a killed pull left behind; the caller holds the node's lock.
-	stale, _ := filepath.Glob(filepath.Join(s.simDir(), "tree-*"))
-	for _, t := range stale {
-		_ = os.RemoveAll(t)
-	}
-	tree, err := os.MkdirTemp(s.simDir(), "tree-")
+	csum, err := s.bootable(ctx, im, image)
 	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = os.RemoveAll(tree) }()
-	// The tree's root becomes the deployment's; MkdirTemp made it 0700.
-	if err := os.Chmod(tree, 0o755); err != nil {
-		return nil, err
-	}
-	rc := mutate.Extract(img)
-	err = extract(rc, tree)
-	_ = rc.Close()
-	if err != nil {
-		return nil, pullError(image, kc, err)
-	}
-	if info.Kargs, err = prepareTree(tree); err != nil {
 		return nil, fmt.Errorf("image %s: %w", image, err)
 	}
-	out, err := s.ostree(ctx, "--repo="+s.repo(), "commit", "--branch="+refPrefix+digest.Hex,
-		"--tree=dir="+tree, "--subject="+image,
-		"--add-metadata-string=ostree.manifest-digest="+digest.String())
-	if err != nil {
-		return nil, err
-	}
-	csum := strings.TrimSpace(out)
+	info := imageInfo{Digest: im.Digest, Architecture: im.Architecture, Version: im.Version,
+		Created: im.Created, Kargs: im.Kargs}
 	st.Images[csum] = info
 	return &pulledImage{Checksum: csum, Info: info}, nil
 }
+
+// images is the node's repository, as bootc imports images into it.
+func (s *Sim) images() ostreeimage.Repo {
+	return ostreeimage.Repo{Path: s.repo(), Ostree: []string{s.ostreeBinary()}, TempDir: s.importDir()}
+}
+
+func (s *Sim) importDir() string { return filepath.Join(s.simDir(), "import") }
 
 // cachedImage is the already committed image with that digest, if the
 // repository and the state both have it.
@@ -173,168 +150,157 @@ func pullError(image string, kc *authKeychain, err error) error {
 	return fmt.Errorf("pull %s: %w", image, err)
 }
 
-// extract unpacks a flattened image filesystem (whiteouts already
-// applied) into dir. Through os.Root, no entry or link lands outside dir.
-// Device nodes, fifos and sockets are skipped: ostree commits none.
-func extract(r io.Reader, dir string) error {
-	root, err := os.OpenRoot(dir)
+// bootable is the commit the simulator deploys for an imported image:
+// the image's own, or, when ostree admin deploy would refuse it or the
+// simulated status needs more, the image with what a simulated node needs
+// added (committed as refPrefix+<digest hex>): a dummy initramfs beside a
+// kernel that has none, a dummy kernel and initramfs when the image has no
+// kernel, a /usr/lib/os-release (from /usr/etc/os-release), an empty
+// /usr/etc. bootc needs none of this for a real bootc image.
+func (s *Sim) bootable(ctx context.Context, im *ostreeimage.Image, image string) (string, error) {
+	ref := refPrefix + strings.TrimPrefix(im.Digest, "sha256:")
+	add, err := os.MkdirTemp(s.simDir(), "bootable-")
 	if err != nil {
-		return err
+		return "", err
+	}
+	defer func() { _ = os.RemoveAll(add) }()
+	root, err := os.OpenRoot(add)
+	if err != nil {
+		return "", err
 	}
 	defer func() { _ = root.Close() }()
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read image layers: %w", err)
-		}
-		name := path.Clean(strings.TrimPrefix(h.Name, "/"))
-		if name == "." {
-			continue
-		}
-		if name == ".." || strings.HasPrefix(name, "../") {
-			return fmt.Errorf("image entry %q is outside the root", h.Name)
-		}
-		if parent := path.Dir(name); parent != "." {
-			if err := root.MkdirAll(parent, 0o755); err != nil {
-				return fmt.Errorf("image entry %s: %w", name, err)
-			}
-		}
-		mode := h.FileInfo().Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("image entry %s: %w", name, err)
-			}
-			err = root.Lchown(name, h.Uid, h.Gid)
-			if err == nil {
-				err = root.Chmod(name, mode)
-			}
-		case tar.TypeReg:
-			err = writeEntry(root, name, tr, h, mode)
-		case tar.TypeSymlink:
-			err = root.Symlink(h.Linkname, name)
-			if err == nil {
-				err = root.Lchown(name, h.Uid, h.Gid)
-			}
-		case tar.TypeLink:
-			err = root.Link(path.Clean(strings.TrimPrefix(h.Linkname, "/")), name)
-		default:
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("image entry %s: %w", name, err)
-		}
+	added, err := s.bootableAdditions(ctx, im.Checksum, root)
+	if err != nil {
+		return "", err
 	}
+	if !added {
+		_, err := s.ostree(ctx, "--repo="+s.repo(), "refs", "--force", "--create="+ref, im.Checksum)
+		return im.Checksum, err
+	}
+	if err := os.Chmod(add, 0o755); err != nil {
+		return "", err
+	}
+	out, err := s.ostree(ctx, "--repo="+s.repo(), "commit", "--branch="+ref, "--parent=none",
+		"--tree=ref="+im.Checksum, "--tree=dir="+add, "--subject="+image,
+		"--add-metadata-string="+ostreeimage.MetaManifestDigest+"="+im.Digest)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(out), nil
 }
 
-func writeEntry(root *os.Root, name string, r io.Reader, h *tar.Header, mode fs.FileMode) error {
-	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+// bootableAdditions writes into root what the commit csum lacks for the
+// simulator, and reports whether it wrote anything.
+func (s *Sim) bootableAdditions(ctx context.Context, csum string, root *os.Root) (bool, error) {
+	// Most images have all three: one ostree run.
+	dirs, err := s.lsCommit(ctx, csum, "/usr", "/usr/lib", "/usr/etc")
 	if err != nil {
-		return err
+		return false, err
 	}
-	_, err = io.Copy(f, r)
-	if err == nil {
-		// chown before chmod: chown clears the setuid and setgid bits.
-		err = f.Chown(h.Uid, h.Gid)
+	usr, lib, etc := dirs["/usr"], dirs["/usr/lib"], dirs["/usr/etc"]
+	added := false
+	write := func(name, data string) error {
+		added = true
+		if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
+			return err
+		}
+		return root.WriteFile(name, []byte(data), 0o644)
 	}
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// prepareTree makes an unpacked image look like bootc's import of it,
-// which ostree admin deploy accepts: /etc moved to /usr/etc, a kernel and
-// initramfs under usr/lib/modules/<version>/, a usr/lib/os-release. It
-// returns the image's kernel arguments for this host.
-func prepareTree(dir string) (kargs []string, err error) {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = root.Close() }()
-	if err := root.MkdirAll("usr/lib", 0o755); err != nil {
-		return nil, err
-	}
-	etc, err := root.Lstat("etc")
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	if _, ok := usr["etc"]; !ok {
+		added = true
 		if err := root.MkdirAll("usr/etc", 0o755); err != nil {
-			return nil, err
-		}
-	case err != nil:
-		return nil, err
-	case !etc.IsDir():
-		return nil, errors.New("/etc is not a directory")
-	default:
-		if _, err := root.Lstat("usr/etc"); err == nil {
-			return nil, errors.New("the image has both /etc and /usr/etc (bootc container lint: /usr/etc is reserved)")
-		}
-		if err := root.Rename("etc", "usr/etc"); err != nil {
-			return nil, err
+			return false, err
 		}
 	}
-	if err := ensureKernel(root); err != nil {
-		return nil, err
-	}
-	if _, err := root.Lstat("usr/lib/os-release"); errors.Is(err, fs.ErrNotExist) {
-		data, rerr := root.ReadFile("usr/etc/os-release")
-		if fi, lerr := root.Lstat("usr/etc/os-release"); rerr != nil || lerr != nil || !fi.Mode().IsRegular() {
-			data = []byte("NAME=\"Strata simulated OS\"\nID=strata\nPRETTY_NAME=\"Strata simulated OS\"\n")
+	if _, ok := lib["os-release"]; !ok {
+		data := "NAME=\"Strata simulated OS\"\nID=strata\nPRETTY_NAME=\"Strata simulated OS\"\n"
+		if etc["os-release"] == '-' {
+			if data, err = s.ostree(ctx, "--repo="+s.repo(), "cat", csum, "/usr/etc/os-release"); err != nil {
+				return false, err
+			}
 		}
-		if err := root.WriteFile("usr/lib/os-release", data, 0o644); err != nil {
-			return nil, err
+		if err := write("usr/lib/os-release", data); err != nil {
+			return false, err
 		}
-	} else if err != nil {
-		return nil, err
 	}
-	return readImageKargs(root, HostArch())
-}
-
-// ensureKernel adds a dummy initramfs beside a kernel that lacks one, or a
-// dummy kernel and initramfs when the image has no kernel.
-func ensureKernel(root *os.Root) error {
-	if err := root.MkdirAll("usr/lib/modules", 0o755); err != nil {
-		return err
-	}
-	dir, err := root.Open("usr/lib/modules")
-	if err != nil {
-		return err
-	}
-	entries, err := dir.ReadDir(-1)
-	_ = dir.Close()
-	if err != nil {
-		return err
-	}
-	found := false
-	for _, e := range entries {
-		base := path.Join("usr/lib/modules", e.Name())
-		if _, err := root.Lstat(path.Join(base, "vmlinuz")); err != nil {
-			continue
+	kernel := false
+	if lib["modules"] == 'd' {
+		modules, err := s.lsCommit(ctx, csum, "/usr/lib/modules")
+		if err != nil {
+			return false, err
 		}
-		found = true
-		if _, err := root.Lstat(path.Join(base, "initramfs.img")); errors.Is(err, fs.ErrNotExist) {
-			if err := root.WriteFile(path.Join(base, "initramfs.img"), []byte("bootc-sim initramfs\n"), 0o644); err != nil {
-				return err
+		for v, typ := range modules["/usr/lib/modules"] {
+			if typ != 'd' {
+				continue
+			}
+			dir := "/usr/lib/modules/" + v
+			ls, err := s.lsCommit(ctx, csum, dir)
+			if err != nil {
+				return false, err
+			}
+			files := ls[dir]
+			if _, ok := files["vmlinuz"]; !ok {
+				continue
+			}
+			kernel = true
+			if _, ok := files["initramfs.img"]; !ok {
+				if err := write(path.Join("usr/lib/modules", v, "initramfs.img"), "bootc-sim initramfs\n"); err != nil {
+					return false, err
+				}
 			}
 		}
 	}
-	if found {
-		return nil
+	if !kernel {
+		base := path.Join("usr/lib/modules", simKernelVersion)
+		if err := write(path.Join(base, "vmlinuz"), "bootc-sim kernel\n"); err != nil {
+			return false, err
+		}
+		if err := write(path.Join(base, "initramfs.img"), "bootc-sim initramfs\n"); err != nil {
+			return false, err
+		}
 	}
-	base := path.Join("usr/lib/modules", simKernelVersion)
-	if err := root.MkdirAll(base, 0o755); err != nil {
-		return err
+	return added, nil
+}
+
+// lsCommit lists directories of a commit: dir -> name -> type ('d', '-',
+// 'l'); a dir the commit does not have is left out.
+func (s *Sim) lsCommit(ctx context.Context, csum string, dirs ...string) (map[string]map[string]byte, error) {
+	out, err := s.ostree(ctx, append([]string{"--repo=" + s.repo(), "ls", csum}, dirs...)...)
+	if err != nil {
+		if !strings.Contains(err.Error(), "No such file or directory") {
+			return nil, err
+		}
+		if len(dirs) == 1 {
+			return map[string]map[string]byte{}, nil
+		}
+		// ostree stops at the first missing one: one at a time.
+		all := map[string]map[string]byte{}
+		for _, d := range dirs {
+			one, err := s.lsCommit(ctx, csum, d)
+			if err != nil {
+				return nil, err
+			}
+			maps.Copy(all, one)
+		}
+		return all, nil
 	}
-	if err := root.WriteFile(path.Join(base, "vmlinuz"), []byte("bootc-sim kernel\n"), 0o644); err != nil {
-		return err
+	entries := map[string]map[string]byte{}
+	for _, line := range strings.Split(out, "\n") {
+		// d00755 0 0 0 /usr/lib ; l00777 0 0 0 /usr/x -> y
+		fields := strings.Fields(line)
+		if len(fields) < 5 {
+			continue
+		}
+		name := fields[4]
+		if slices.Contains(dirs, name) && fields[0][0] == 'd' && entries[name] == nil {
+			entries[name] = map[string]byte{}
+		}
+		if parent := path.Dir(name); slices.Contains(dirs, parent) {
+			if entries[parent] == nil {
+				entries[parent] = map[string]byte{}
+			}
+			entries[parent][path.Base(name)] = fields[0][0]
+		}
 	}
-	return root.WriteFile(path.Join(base, "initramfs.img"), []byte("bootc-sim initramfs\n"), 0o644)
+	return entries, nil
 }

@@ -14,13 +14,17 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/strata-dev/strata/ostreeimage"
 )
 
 // stateroot is the ostree "os" every simulated node deploys into.
 const stateroot = "strata"
 
-// refPrefix is the ostree branch prefix of pulled images: each image is
-// committed as strata/<manifest digest hex>.
+// refPrefix is the ostree branch prefix of the commits the simulator
+// deploys: strata/<manifest digest hex> is the image's commit (ostreeimage
+// imports it as strata/image/<hex>, its layers as strata/layer/<diffid>),
+// with what a simulated node needs added (Sim.bootable).
 const refPrefix = stateroot + "/"
 
 // deployment is one ostree deployment of the stateroot, as the boot
@@ -259,8 +263,9 @@ func (s *Sim) revParse(ref string) (csum string, ok bool, err error) {
 }
 
 // gcRefs deletes the image refs (and forgets the metadata) of images no
-// deployment uses any more, as bootc prunes unused images; ostree removes
-// their objects at its next prune.
+// deployment uses any more, as bootc prunes unused images, and the layer
+// refs no remaining image has; ostree removes their objects at its next
+// prune.
 func (s *Sim) gcRefs(ctx context.Context, st *state) error {
 	deps, err := s.deployments()
 	if err != nil {
@@ -275,25 +280,35 @@ func (s *Sim) gcRefs(ctx context.Context, st *state) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	var unused []string
 	for _, e := range entries {
+		if e.IsDir() {
+			// ostreeimage's image and layer refs.
+			continue
+		}
 		ref := refPrefix + e.Name()
 		csum, _, err := s.revParse(ref)
 		if err != nil {
 			return err
 		}
-		if used[csum] {
-			continue
+		if !used[csum] {
+			unused = append(unused, ref)
 		}
-		if _, err := s.ostree(ctx, "--repo="+s.repo(), "refs", "--delete", ref); err != nil {
+	}
+	if len(unused) > 0 {
+		if _, err := s.ostree(ctx, append([]string{"--repo=" + s.repo(), "refs", "--delete"}, unused...)...); err != nil {
 			return err
 		}
 	}
-	for csum := range st.Images {
+	var keep []string
+	for csum, info := range st.Images {
 		if !used[csum] {
 			delete(st.Images, csum)
+			continue
 		}
+		keep = append(keep, info.Digest)
 	}
-	return nil
+	return s.images().RemoveUnused(ctx, keep)
 }
 
 // splitKargs splits a kernel command line at spaces outside double
@@ -335,14 +350,12 @@ type origin struct {
 }
 
 const (
-	originImageKey   = "container-image-reference"
-	originImageType  = "ostree-unverified-registry:"
 	originStagedLine = "staged=true"
 	originLockedLine = "download-only=true"
 )
 
 func (o origin) String() string {
-	s := "[origin]\n" + originImageKey + "=" + originImageType + o.Image + "\n"
+	s := ostreeimage.Origin{Image: o.Image}.String()
 	if o.Staged {
 		// Marks a deployment Switch wrote that no simulated boot has
 		// finalized yet (ostree's own staged flag needs a booted system).
@@ -366,16 +379,17 @@ func readOrigin(d deployment) (origin, error) {
 		return origin{}, err
 	}
 	var o origin
+	// A deployment made without an image (sim init of a bare commit) has
+	// none; bootc's own reading of the group is ostreeimage's.
+	if oo, err := ostreeimage.ParseOrigin(data); err == nil {
+		o.Image = oo.Image
+	}
 	group := ""
 	for _, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSpace(line)
 		switch {
 		case strings.HasPrefix(line, "["):
 			group = strings.Trim(line, "[]")
-		case group == "origin":
-			if v, ok := strings.CutPrefix(line, originImageKey+"="); ok {
-				o.Image = strings.TrimPrefix(v, originImageType)
-			}
 		case group == "bootc-sim" && line == originStagedLine:
 			o.Staged = true
 		case group == "bootc-sim" && line == originLockedLine:

@@ -13,6 +13,8 @@ import (
 
 	"github.com/strata-dev/strata/internal/imageref"
 	"github.com/strata-dev/strata/rollout/bootc"
+
+	"github.com/strata-dev/strata/ostreeimage"
 )
 
 // Sim is the simulator for one node directory.
@@ -450,12 +452,12 @@ func (s *Sim) stage(ctx context.Context, st *state, v *view, ref string, locked 
 	if err != nil {
 		return err
 	}
-	oldKargs, err := readImageKargs(bootedRoot, HostArch())
+	oldKargs, err := ostreeimage.ReadKargs(bootedRoot.FS(), ostreeimage.HostArch())
 	_ = bootedRoot.Close()
 	if err != nil {
 		return fmt.Errorf("kernel arguments of the booted image: %w", err)
 	}
-	kargs := mergeKargs(booted.Kargs, oldKargs, p.Info.Kargs)
+	kargs := ostreeimage.MergeKargs(booted.Kargs, oldKargs, p.Info.Kargs)
 	if _, err := s.deploy(ctx, p.Checksum, kargs, origin{Image: ref, Staged: true, Locked: locked}.String()); err != nil {
 		return err
 	}

@@ -1,10 +1,9 @@
-package bootcsim
+package ostreeimage
 
 import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"runtime"
 	"slices"
@@ -14,8 +13,8 @@ import (
 	"unicode/utf8"
 )
 
-// kargsDir is where a bootc image carries its kernel arguments.
-const kargsDir = "usr/lib/bootc/kargs.d"
+// KargsDir is where a bootc image carries its kernel arguments.
+const KargsDir = "usr/lib/bootc/kargs.d"
 
 // KargsFile is one usr/lib/bootc/kargs.d/*.toml file.
 type KargsFile struct {
@@ -46,36 +45,48 @@ func HostArch() string {
 	return runtime.GOARCH
 }
 
-// readImageKargs reads the kargs.d files of the tree at root (an image or
-// a deployment) as bootc does: files ending in .toml, in name order, those
-// whose match-architectures include arch. No directory means no kargs.
-func readImageKargs(root *os.Root, arch string) ([]string, error) {
-	dir, err := root.Open(kargsDir)
+// ReadKargs reads the kargs.d files of the tree fsys (an image or a
+// deployment; give it an os.Root's FS so that no link leads outside) as
+// bootc does: files ending in .toml, in name order, those whose
+// match-architectures include arch. No directory means no kargs.
+func ReadKargs(fsys fs.FS, arch string) ([]string, error) {
+	entries, err := fs.ReadDir(fsys, KargsDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	entries, err := dir.ReadDir(-1)
-	_ = dir.Close()
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
-	var kargs []string
+	var files []kargsDirFile
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".toml") {
 			continue
 		}
-		name := path.Join(kargsDir, e.Name())
-		data, err := root.ReadFile(name)
+		name := path.Join(KargsDir, e.Name())
+		data, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, err
 		}
-		f, err := ParseKargsFile(data)
+		files = append(files, kargsDirFile{name: name, data: data})
+	}
+	return kargsOf(files, arch)
+}
+
+// kargsDirFile is one file of KargsDir, name relative to the root.
+type kargsDirFile struct {
+	name string
+	data []byte
+}
+
+// kargsOf is the kernel arguments of these kargs.d files on arch, in the
+// order of their names.
+func kargsOf(files []kargsDirFile, arch string) ([]string, error) {
+	sort.Slice(files, func(i, j int) bool { return files[i].name < files[j].name })
+	var kargs []string
+	for _, file := range files {
+		f, err := ParseKargsFile(file.data)
 		if err != nil {
-			return nil, fmt.Errorf("parsing /%s: %w", name, err)
+			return nil, fmt.Errorf("parsing /%s: %w", file.name, err)
 		}
 		if f.Applies(arch) {
 			kargs = append(kargs, f.Kargs...)
@@ -84,11 +95,11 @@ func readImageKargs(root *os.Root, arch string) ([]string, error) {
 	return kargs, nil
 }
 
-// mergeKargs is bootc's rule for a new deployment's kernel arguments:
+// MergeKargs is bootc's rule for a new deployment's kernel arguments:
 // the current ones, less those the old image had and the new one does
 // not, plus those the new image has and the old one did not. Arguments
 // set locally on the machine stay.
-func mergeKargs(current, oldImage, newImage []string) []string {
+func MergeKargs(current, oldImage, newImage []string) []string {
 	var out []string
 	for _, k := range current {
 		if slices.Contains(oldImage, k) && !slices.Contains(newImage, k) {

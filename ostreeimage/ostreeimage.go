@@ -1,0 +1,94 @@
+package ostreeimage
+
+import (
+	"errors"
+	"strings"
+)
+
+// Ref prefixes and commit metadata keys.
+const (
+	// LayerRefPrefix + <diffid hex> is a layer's commit.
+	LayerRefPrefix = "strata/layer/"
+	// ImageRefPrefix + <manifest digest hex> is an image's commit.
+	ImageRefPrefix = "strata/image/"
+
+	// MetaManifestDigest is the image commit's manifest digest
+	// ("sha256:..."), as ostree-ext records it.
+	MetaManifestDigest = "ostree.manifest-digest"
+	// MetaManifest is the image manifest (JSON), as ostree-ext records it.
+	MetaManifest = "ostree.manifest"
+	// MetaConfig is the image configuration (JSON), as ostree-ext
+	// records it.
+	MetaConfig = "ostree.container.image-config"
+	// MetaFlattened is true on an image commit made from one flattened
+	// tree rather than by merging its layer commits.
+	MetaFlattened = "strata.flattened"
+	// MetaLayerDiffID is a layer commit's diffid ("sha256:...").
+	MetaLayerDiffID = "strata.layer.diffid"
+	// MetaLayer is what a layer commit holds that matters for merging
+	// it onto the layers below it, as words: whiteouts (it deletes
+	// paths), external-links (it hard-links to files of lower layers),
+	// implicit-dirs (it has entries under directories it has no entry
+	// for), etc and usr-etc (it has entries under /etc, /usr/etc).
+	MetaLayer = "strata.layer"
+)
+
+// Repo is an ostree repository images are imported into. The repository
+// must exist (ostree init or ostree admin init-fs); a bare repository
+// keeps owners and extended attributes, as bootc's does.
+type Repo struct {
+	// Path is the repository's directory.
+	Path string
+	// Ostree is the argv prefix that runs the ostree command line tool;
+	// nil means {"ostree"}.
+	Ostree []string
+	// TempDir is where layers are unpacked before they are committed; ""
+	// means Path's tmp directory, on the repository's file system.
+	TempDir string
+	// Arch is the architecture, as bootc names it (see HostArch), whose
+	// kernel arguments Import and Lookup report; "" means HostArch().
+	Arch string
+}
+
+// Image is an image imported into a Repo.
+type Image struct {
+	// Checksum is the image's ostree commit.
+	Checksum string
+	// Digest is the image's manifest digest, "sha256:<hex>".
+	Digest string
+	// Version is the image's org.opencontainers.image.version label, or
+	// its version label.
+	Version string
+	// Created is the image's creation time, RFC 3339 in UTC; "" when the
+	// image does not say.
+	Created string
+	// Architecture is the image configuration's architecture (OCI names:
+	// amd64, arm64, ...).
+	Architecture string
+	// Kargs are the image's usr/lib/bootc/kargs.d arguments for the
+	// Repo's architecture, in bootc's order.
+	Kargs []string
+	// Layers are the layer commits, base first.
+	Layers []string
+	// Flattened is true when the image commit is one flattened tree (its
+	// upper layers delete files), not a merge of the layer commits.
+	Flattened bool
+}
+
+// ErrNotImported is wrapped by errors about an image that is not in the
+// repository.
+var ErrNotImported = errors.New("image not imported")
+
+// ImageRef is the ostree ref of the image with that manifest digest.
+func ImageRef(digest string) string { return ImageRefPrefix + hexOf(digest) }
+
+// LayerRef is the ostree ref of the layer with that diffid.
+func LayerRef(diffID string) string { return LayerRefPrefix + hexOf(diffID) }
+
+func hexOf(digest string) string {
+	_, hex, ok := strings.Cut(digest, ":")
+	if !ok {
+		return digest
+	}
+	return hex
+}
