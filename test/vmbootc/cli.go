@@ -61,9 +61,9 @@ func newCommand(sys *System, stdout io.Writer) *cobra.Command {
 with Debian 12's ostree (2022.7): images are pulled from a registry,
 committed into the sysroot's repository and staged with
 ostree admin deploy --stage. It lists only the options it implements.`,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		SilenceUsage:          true,
+		SilenceErrors:         true,
+		CompletionOptions:     cobra.CompletionOptions{DisableDefaultCmd: true},
 		DisableFlagsInUseLine: true,
 	}
 	root.SetFlagErrorFunc(clapUsage)

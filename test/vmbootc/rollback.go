@@ -33,6 +33,11 @@ func (s *System) Rollback(ctx context.Context) error {
 		return ErrNoRollback
 	}
 	r := *v.rollback
+	// Read now: the origin file goes with its deployment.
+	origin, err := os.ReadFile(r.Dir + ".origin")
+	if err != nil {
+		return fmt.Errorf("origin of the rollback deployment: %w", err)
+	}
 	reverting := v.rollbackQueued
 	if reverting {
 		fmt.Fprintln(s.out(), "notice: Reverting queued rollback state")
@@ -43,9 +48,9 @@ func (s *System) Rollback(ctx context.Context) error {
 		}
 	}
 	if reverting {
-		err = s.revert(ctx, r)
+		err = s.revert(ctx, r, origin)
 	} else {
-		err = s.redeploy(ctx, r, true, filepath.Join(r.Dir, "etc"))
+		err = s.redeploy(ctx, r, origin, true, filepath.Join(r.Dir, "etc"))
 		if err == nil {
 			err = s.undeployDir(ctx, r.Dir)
 		}
@@ -65,7 +70,7 @@ func (s *System) Rollback(ctx context.Context) error {
 // r's /etc is kept aside, r undeployed, its commit deployed again after
 // the booted one (ostree's --not-as-default puts it after the first
 // deployment, which is then the booted one) with that /etc.
-func (s *System) revert(ctx context.Context, r Deployment) error {
+func (s *System) revert(ctx context.Context, r Deployment, origin []byte) error {
 	keep, err := os.MkdirTemp(filepath.Dir(filepath.Dir(r.Dir)), "bootc-rollback-etc-")
 	if err != nil {
 		return err
@@ -77,14 +82,14 @@ func (s *System) revert(ctx context.Context, r Deployment) error {
 	if err := s.undeployDir(ctx, r.Dir); err != nil {
 		return err
 	}
-	return s.redeploy(ctx, r, false, keep)
+	return s.redeploy(ctx, r, origin, false, keep)
 }
 
 // redeploy deploys r's commit again with r's origin and kernel
 // arguments, first or after the first deployment, and gives the new
 // deployment a copy of the directory etcFrom (r's /etc) instead of a
 // merged /etc.
-func (s *System) redeploy(ctx context.Context, r Deployment, first bool, etcFrom string) error {
+func (s *System) redeploy(ctx context.Context, r Deployment, origin []byte, first bool, etcFrom string) error {
 	before, err := s.Deployments()
 	if err != nil {
 		return err
@@ -93,10 +98,12 @@ func (s *System) redeploy(ctx context.Context, r Deployment, first bool, etcFrom
 	for _, d := range before {
 		known[d.Dir] = true
 	}
-	args := []string{"--os=" + r.Stateroot, "--retain", "--no-merge", "--karg-none"}
-	if _, err := os.Stat(r.Dir + ".origin"); err == nil {
-		args = append(args, "--origin-file="+r.Dir+".origin")
+	originFile, cleanup, err := s.tempFile("origin-", origin)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
+	args := []string{"--os=" + r.Stateroot, "--retain", "--no-merge", "--karg-none", "--origin-file=" + originFile}
 	for _, k := range r.Kargs {
 		args = append(args, "--karg-append="+k)
 	}
