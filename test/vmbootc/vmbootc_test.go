@@ -492,3 +492,69 @@ func TestHelpListsOnlyWhatItDoes(t *testing.T) {
 		t.Error("switch --help does not list --transport")
 	}
 }
+
+// liveStaged turns the first deployment, staged by a switch in the
+// directory sysroot, into what ostree leaves in a booted system after
+// deploy --stage: a deployment directory without a boot loader entry,
+// named by the binary GVariant in /run/ostree/staged-deployment.
+func (n *node) liveStaged() {
+	n.t.Helper()
+	d := n.deployments()[0]
+	if !d.Staged {
+		n.t.Fatalf("the first deployment is not staged: %+v", d)
+	}
+	if err := os.Remove(d.Entry); err != nil {
+		n.t.Fatal(err)
+	}
+	blob := append([]byte("\x00target\x00osname\x00debian\x00csum\x00"), d.Checksum...)
+	blob = append(blob, "\x00\x00\x00\x01deployserial\x00kargs\x00root=/dev/vda\x00"...)
+	if err := os.WriteFile(filepath.Join(n.sys.Run, "ostree", "staged-deployment"), blob, 0o644); err != nil {
+		n.t.Fatal(err)
+	}
+	n.sys.Live = true
+}
+
+func TestStatusOfLiveStagedDeployment(t *testing.T) {
+	reg := testregistry.Start(t, "s3cret")
+	base := baseImage(t)
+	one := push(t, reg, "strata/os:one", "1", base, map[string]string{"etc/motd": "one\n"})
+	two := push(t, reg, "strata/os:two", "2", base, map[string]string{"etc/motd": "two\n"})
+	n := install(t, reg, one)
+	// The daemon's form: options, then the image after "--".
+	n.mustBootc("switch", "--transport", "registry", "--", two.Ref)
+	n.liveStaged()
+	h := n.status()
+	if h.Status.Staged.Digest() != two.Digest || h.Status.Booted.Digest() != one.Digest || h.Status.Rollback != nil {
+		t.Fatalf("live staged: staged %s, booted %s, rollback %v", h.Status.Staged.Digest(), h.Status.Booted.Digest(), h.Status.Rollback)
+	}
+	if h.Spec.Image.Image != two.Ref || h.Status.Staged.DownloadOnly {
+		t.Errorf("spec %+v, staged %+v", h.Spec.Image, h.Status.Staged)
+	}
+
+}
+
+// TestLiveUnstageToTheBootedImage: the daemon replaces a staged image by
+// switching to the booted one, which stages a second deployment of the
+// booted commit; in a booted system only its missing boot loader entry
+// tells it from the booted deployment.
+func TestLiveUnstageToTheBootedImage(t *testing.T) {
+	reg := testregistry.Start(t, "s3cret")
+	base := baseImage(t)
+	one := push(t, reg, "strata/os:one", "1", base, map[string]string{"etc/motd": "one\n"})
+	two := push(t, reg, "strata/os:two", "2", base, map[string]string{"etc/motd": "two\n"})
+	n := install(t, reg, one)
+	n.mustBootc("switch", two.Ref)
+	n.mustBootc("switch", one.Ref)
+	n.liveStaged()
+	h := n.status()
+	st, b := h.Status.Staged, h.Status.Booted
+	if st.Digest() != one.Digest || b.Digest() != one.Digest || h.Spec.Image.Image != one.Ref {
+		t.Fatalf("staged %s, booted %s, spec %+v", st.Digest(), b.Digest(), h.Spec.Image)
+	}
+	if st.Ostree.Checksum != b.Ostree.Checksum || st.Ostree.DeploySerial == b.Ostree.DeploySerial {
+		t.Errorf("staged %+v and booted %+v: want the same commit, another serial", st.Ostree, b.Ostree)
+	}
+	if deps := n.deployments(); len(deps) != 2 || !deps[0].Staged || !deps[1].Booted {
+		t.Errorf("deployments %+v", deps)
+	}
+}
