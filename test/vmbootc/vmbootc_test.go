@@ -216,6 +216,7 @@ func readFile(t *testing.T, path string) string {
 }
 
 func TestStatusOfInstalledNode(t *testing.T) {
+	t.Parallel()
 	reg := testregistry.Start(t, "s3cret")
 	one := push(t, reg, "strata/os:one", "1", baseImage(t), nil)
 	n := install(t, reg, one)
@@ -257,6 +258,7 @@ func TestStatusOfInstalledNode(t *testing.T) {
 }
 
 func TestStatusOfHostOstreeDidNotBoot(t *testing.T) {
+	t.Parallel()
 	reg := testregistry.Start(t, "")
 	n := install(t, reg, push(t, reg, "strata/os:one", "1", baseImage(t), nil))
 	if err := os.Remove(filepath.Join(n.sys.Run, "ostree-booted")); err != nil {
@@ -274,6 +276,7 @@ func TestStatusOfHostOstreeDidNotBoot(t *testing.T) {
 // TestSwitchRebootRollback is the node's life: a derived image switched
 // to and booted, then rolled back and the rollback reverted.
 func TestSwitchRebootRollback(t *testing.T) {
+	t.Parallel()
 	reg := testregistry.Start(t, "s3cret")
 	base := baseImage(t)
 	one := push(t, reg, "strata/os:one", "1", base, map[string]string{
@@ -401,6 +404,7 @@ func TestSwitchRebootRollback(t *testing.T) {
 }
 
 func TestRollbackDropsTheStagedDeployment(t *testing.T) {
+	t.Parallel()
 	reg := testregistry.Start(t, "s3cret")
 	base := baseImage(t)
 	one := push(t, reg, "strata/os:one", "1", base, map[string]string{"etc/motd": "one\n"})
@@ -424,6 +428,7 @@ func TestRollbackDropsTheStagedDeployment(t *testing.T) {
 }
 
 func TestSwitchKeepsStagedBootedAndOneRollback(t *testing.T) {
+	t.Parallel()
 	reg := testregistry.Start(t, "s3cret")
 	base := baseImage(t)
 	n := install(t, reg, push(t, reg, "strata/os:one", "1", base, map[string]string{"etc/motd": "one\n"}))
@@ -448,6 +453,7 @@ func TestSwitchKeepsStagedBootedAndOneRollback(t *testing.T) {
 }
 
 func TestErrorsAsBootc(t *testing.T) {
+	t.Parallel()
 	reg := testregistry.Start(t, "s3cret")
 	one := push(t, reg, "strata/os:one", "1", baseImage(t), nil)
 	n := install(t, reg, one)
@@ -483,6 +489,7 @@ func TestErrorsAsBootc(t *testing.T) {
 // to stage; this bootc has no locked staging, soft reboot or signature
 // enforcement, so the daemon must find none.
 func TestHelpListsOnlyWhatItDoes(t *testing.T) {
+	t.Parallel()
 	n := &node{t: t, sys: &vmbootc.System{Sysroot: t.TempDir(), Run: t.TempDir(), Root: t.TempDir()}}
 	caps := bootc.ParseCapabilities(n.mustBootc("switch", "--help"), n.mustBootc("upgrade", "--help"))
 	if caps != (bootc.Capabilities{}) {
@@ -515,6 +522,7 @@ func (n *node) liveStaged() {
 }
 
 func TestStatusOfLiveStagedDeployment(t *testing.T) {
+	t.Parallel()
 	reg := testregistry.Start(t, "s3cret")
 	base := baseImage(t)
 	one := push(t, reg, "strata/os:one", "1", base, map[string]string{"etc/motd": "one\n"})
@@ -538,6 +546,7 @@ func TestStatusOfLiveStagedDeployment(t *testing.T) {
 // booted commit; in a booted system only its missing boot loader entry
 // tells it from the booted deployment.
 func TestLiveUnstageToTheBootedImage(t *testing.T) {
+	t.Parallel()
 	reg := testregistry.Start(t, "s3cret")
 	base := baseImage(t)
 	one := push(t, reg, "strata/os:one", "1", base, map[string]string{"etc/motd": "one\n"})
