@@ -46,6 +46,9 @@ type Importer interface {
 	Import(ctx context.Context, img v1.Image) (*Image, error)
 	// Lookup finds the committed image of a manifest digest.
 	Lookup(ctx context.Context, digest string) (*Image, bool, error)
+	// RemoveUnused forgets the images whose digests are not in keep, so
+	// that ostree's next prune removes what only they used.
+	RemoveUnused(ctx context.Context, keep []string) error
 }
 
 // Commit metadata keys. ostree.manifest-digest is ostree-ext's (bootc
@@ -152,6 +155,28 @@ func (l *LocalImporter) Lookup(ctx context.Context, digest string) (*Image, bool
 		return nil, false, nil
 	}
 	return im, true, nil
+}
+
+// RemoveUnused deletes the strata/image refs of the images not in keep.
+func (l *LocalImporter) RemoveUnused(ctx context.Context, keep []string) error {
+	entries, err := os.ReadDir(path.Join(l.Repo, "refs", "heads", imageRefPrefix))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var unused []string
+	for _, e := range entries {
+		if !e.IsDir() && !slices.Contains(keep, "sha256:"+e.Name()) {
+			unused = append(unused, imageRefPrefix+e.Name())
+		}
+	}
+	if len(unused) == 0 {
+		return nil
+	}
+	_, err = runOstree(ctx, l.Ostree, append([]string{"refs", "--repo=" + l.Repo, "--delete"}, unused...)...)
+	return err
 }
 
 // describeCommit reads an image commit's metadata, and with kargs its

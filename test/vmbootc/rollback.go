@@ -22,6 +22,11 @@ var ErrNoRollback = errors.New("No rollback available") //nolint:staticcheck // 
 // kernel arguments, and a copy of its /etc) where it must go, and R
 // itself is undeployed (doc.go).
 func (s *System) Rollback(ctx context.Context) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	v, err := s.view()
 	if err != nil {
 		return err
@@ -56,6 +61,9 @@ func (s *System) Rollback(ctx context.Context) error {
 		}
 	}
 	if err != nil {
+		return err
+	}
+	if err := s.removeUnusedImages(ctx); err != nil {
 		return err
 	}
 	if reverting {

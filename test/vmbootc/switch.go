@@ -45,6 +45,11 @@ func (s *System) Switch(ctx context.Context, image string, o SwitchOptions) (cha
 	if err != nil {
 		return false, err
 	}
+	unlock, err := s.lock()
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	v, err := s.view()
 	if err != nil {
 		return false, err
@@ -66,6 +71,9 @@ func (s *System) Switch(ctx context.Context, image string, o SwitchOptions) (cha
 	}
 	kargs := MergeKargs(v.booted.Kargs, oldKargs, im.Kargs)
 	if err := s.stage(ctx, v, im.Checksum, Origin{Image: ref.String()}, kargs); err != nil {
+		return false, err
+	}
+	if err := s.removeUnusedImages(ctx); err != nil {
 		return false, err
 	}
 	fmt.Fprintf(s.out(), "Queued for next boot: %s\n", ref)
@@ -114,6 +122,27 @@ func (s *System) stage(ctx context.Context, v *view, csum string, o Origin, karg
 		return fmt.Errorf("ostree admin deploy %s: the new deployment is not the first one", csum)
 	}
 	return writeFileAtomic(filepath.Join(s.Run, stagedFile), []byte(deps[0].Name()+"\n"))
+}
+
+// removeUnusedImages forgets the images no deployment uses, as bootc
+// prunes them; ostree's next prune (every deploy and undeploy) removes
+// their objects.
+func (s *System) removeUnusedImages(ctx context.Context) error {
+	deps, err := s.Deployments()
+	if err != nil {
+		return err
+	}
+	var keep []string
+	for _, d := range deps {
+		digest, err := metadataString(ctx, s.ostreeArgv(), s.repo(), d.Checksum, metaDigest)
+		if err != nil {
+			return err
+		}
+		if digest != "" {
+			keep = append(keep, digest)
+		}
+	}
+	return s.images().RemoveUnused(ctx, keep)
 }
 
 // prune undeploys the staged deployment and every deployment after the

@@ -79,6 +79,25 @@ func (s *System) ostreeArgv() []string {
 	return []string{"ostree"}
 }
 
+// lock takes the exclusive lock of the commands that change the
+// sysroot, until unlock: each ostree admin command locks the sysroot,
+// but a switch or a rollback is several (undeploy, deploy, undeploy),
+// and the daemon and the boot check may run bootc at the same time.
+func (s *System) lock() (unlock func(), err error) {
+	if err := os.MkdirAll(s.Run, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(s.Run, "bootc.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return func() { _ = f.Close() }, nil
+}
+
 // admin runs `ostree admin VERB` on the system's sysroot.
 func (s *System) admin(ctx context.Context, verb string, args ...string) (string, error) {
 	a := []string{"admin", verb}

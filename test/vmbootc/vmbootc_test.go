@@ -91,13 +91,12 @@ func push(t *testing.T, reg *testregistry.Registry, repoTag, version string, img
 	return pushed{Ref: ref, Digest: digest, Img: img}
 }
 
-func run(t *testing.T, name string, args ...string) string {
+func ostree(t *testing.T, args ...string) {
 	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
+	out, err := exec.Command("ostree", args...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		t.Fatalf("ostree %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return string(out)
 }
 
 // install makes a directory sysroot with image deployed as the disk
@@ -116,8 +115,8 @@ func install(t *testing.T, reg *testregistry.Registry, image pushed) *node {
 	if err := os.MkdirAll(sysroot, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	run(t, "ostree", "admin", "init-fs", sysroot)
-	run(t, "ostree", "admin", "os-init", "--sysroot="+sysroot, stateroot)
+	ostree(t, "admin", "init-fs", sysroot)
+	ostree(t, "admin", "os-init", "--sysroot="+sysroot, stateroot)
 	imp := &vmbootc.LocalImporter{Repo: filepath.Join(sysroot, "ostree", "repo"), Ostree: []string{"ostree"}}
 	ref, err := name.ParseReference(image.Ref, name.Insecure)
 	if err != nil {
@@ -139,7 +138,7 @@ func install(t *testing.T, reg *testregistry.Registry, image pushed) *node {
 	for _, k := range append(slices.Clone(installKargs), im.Kargs...) {
 		args = append(args, "--karg-append="+k)
 	}
-	run(t, "ostree", append(args, im.Checksum)...)
+	ostree(t, append(args, im.Checksum)...)
 
 	n := &node{t: t, root: root, sys: &vmbootc.System{Sysroot: sysroot, Run: filepath.Join(root, "run")}}
 	if err := os.MkdirAll(filepath.Join(n.sys.Run, "ostree"), 0o755); err != nil {
@@ -148,21 +147,21 @@ func install(t *testing.T, reg *testregistry.Registry, image pushed) *node {
 	if err := os.WriteFile(filepath.Join(n.sys.Run, "ostree", "auth.json"), reg.DockerConfigJSON(reg.Password), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n.boot(0)
+	n.boot()
 	return n
 }
 
-// boot "boots" the deployment at index i of the boot loader order, as
-// the guest's boot does: / is that deployment, /run starts empty but for
+// boot "boots" the first deployment of the boot loader order, as the
+// guest's boot does: / is that deployment, /run starts empty but for
 // the ostree-booted flag and the daemon's auth file. A staged deployment
 // (deployed at once in a directory sysroot) is simply the first one.
-func (n *node) boot(i int) {
+func (n *node) boot() {
 	n.t.Helper()
 	deps, err := n.sys.Deployments()
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	n.sys.Root = deps[i].Dir
+	n.sys.Root = deps[0].Dir
 	if err := os.Remove(filepath.Join(n.sys.Run, "ostree", "staged-deployment")); err != nil && !os.IsNotExist(err) {
 		n.t.Fatal(err)
 	}
@@ -294,7 +293,6 @@ func TestSwitchRebootRollback(t *testing.T) {
 	n := install(t, reg, one)
 	booted := n.deployments()[0]
 	// A local setting: a karg only this machine has, an edited /etc file.
-	run(t, "ostree", "admin", "deploy", "--help") // ostree is there
 	if err := os.WriteFile(filepath.Join(booted.Dir, "etc", "strata", "a.conf"), []byte("a=local\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +339,7 @@ func TestSwitchRebootRollback(t *testing.T) {
 		t.Errorf("an unchanged switch changed the deployments: %+v", got)
 	}
 
-	n.boot(0)
+	n.boot()
 	h = n.status()
 	if h.Status.Booted.Digest() != two.Digest || h.Status.Rollback.Digest() != one.Digest || h.Status.Staged != nil || h.Status.RollbackQueued {
 		t.Fatalf("after the reboot: booted %s, rollback %s, staged %v, queued %v", h.Status.Booted.Digest(), h.Status.Rollback.Digest(), h.Status.Staged, h.Status.RollbackQueued)
@@ -396,7 +394,7 @@ func TestSwitchRebootRollback(t *testing.T) {
 
 	// Rollback and reboot: one is booted, two is the rollback.
 	n.mustBootc("rollback")
-	n.boot(0)
+	n.boot()
 	h = n.status()
 	if h.Status.Booted.Digest() != one.Digest || h.Status.Rollback.Digest() != two.Digest || h.Status.RollbackQueued {
 		t.Fatalf("after rollback and reboot: %+v", h.Status)
@@ -412,7 +410,7 @@ func TestRollbackDropsTheStagedDeployment(t *testing.T) {
 	three := push(t, reg, "strata/os:three", "3", base, map[string]string{"etc/motd": "three\n"})
 	n := install(t, reg, one)
 	n.mustBootc("switch", two.Ref)
-	n.boot(0)
+	n.boot()
 	n.mustBootc("switch", three.Ref)
 	if h := n.status(); h.Status.Staged.Digest() != three.Digest || h.Status.Rollback.Digest() != one.Digest {
 		t.Fatalf("before rollback: %+v", h.Status)
@@ -436,7 +434,7 @@ func TestSwitchKeepsStagedBootedAndOneRollback(t *testing.T) {
 	for _, v := range []string{"2", "3", "4"} {
 		last = push(t, reg, "strata/os:"+v, v, base, map[string]string{"etc/motd": v + "\n"})
 		n.mustBootc("switch", last.Ref)
-		n.boot(0)
+		n.boot()
 	}
 	// A staged deployment replaced by another switch.
 	five := push(t, reg, "strata/os:5", "5", base, map[string]string{"etc/motd": "5\n"})
@@ -449,6 +447,22 @@ func TestSwitchKeepsStagedBootedAndOneRollback(t *testing.T) {
 	}
 	if deps := n.deployments(); len(deps) != 3 {
 		t.Errorf("%d deployments, want staged, booted and one rollback: %+v", len(deps), deps)
+	}
+	// The images of the deployments that went are forgotten, so that
+	// ostree's prune removes them.
+	refs, err := os.ReadDir(filepath.Join(n.sys.Sysroot, "ostree", "repo", "refs", "heads", "strata", "image"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, r := range refs {
+		kept = append(kept, "sha256:"+r.Name())
+	}
+	slices.Sort(kept)
+	want := []string{h.Status.Staged.Digest(), h.Status.Booted.Digest(), h.Status.Rollback.Digest()}
+	slices.Sort(want)
+	if !slices.Equal(kept, want) {
+		t.Errorf("image refs %q, want those of the deployments %q", kept, want)
 	}
 }
 
