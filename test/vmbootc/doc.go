@@ -49,6 +49,18 @@
 // loader entries. Reverting a queued rollback likewise removes the
 // queued copy and adds the same commit back after the booted deployment.
 //
+// In the guest image (hack/vm builds it into strata/vm-base's top
+// layer):
+//
+//	CGO_ENABLED=0 go build -trimpath -tags "$(cat hack/go-tags)" -ldflags "-s -w" \
+//		-o ROOT/usr/bin/bootc ./test/vmbootc/bootc
+//
+// It needs ostree and ostree-boot (ostree-finalize-staged.path, enabled,
+// finalizes the staged deployment at shutdown), cp from coreutils, an
+// ostree-booted root with the physical root at /sysroot, writable (no
+// sysroot.readonly in the repository's config), and the images it
+// switches to in a registry the guest reaches, by digest.
+//
 // The parts that need a booted system sit behind System's fields, so
 // that the host tests run the same code on a directory sysroot: Root is
 // the directory taken as "/" (a deployment directory in tests), Run the
