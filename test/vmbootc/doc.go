@@ -36,6 +36,10 @@
 // --download-only/--from-downloaded (ostree 2022.7's command line has no
 // --lock-finalization), --soft-reboot (no soft-reboot in systemd 252),
 // --enforce-container-sigpolicy, --apply. `upgrade` answers --help only.
+// libostree 2022.7 itself does honour the finalization lock, the file
+// /run/ostree/staged-deployment-locked (seen in a VM: a staged
+// deployment with it was not finalized at the reboot), so status reports
+// such a staged deployment as downloadOnly, as bootc does.
 //
 // Rollback with ostree 2022.7, which has no set-default: the command line
 // can only add a deployment (first, or after the first) and remove one,

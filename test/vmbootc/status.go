@@ -2,6 +2,8 @@ package vmbootc
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 
 	"github.com/strata-dev/strata/rollout/bootc"
 )
@@ -80,6 +82,15 @@ func (s *System) Status(ctx context.Context) (*bootc.Host, error) {
 			Ostree: &bootc.OstreeStatus{Stateroot: d.Stateroot, Checksum: d.Checksum, DeploySerial: d.Serial},
 			// Debian 12's systemd 252 has no soft-reboot.
 			SoftRebootCapable: false,
+		}
+		// bootc: download-only is "staged and finalization locked";
+		// ostree-finalize-staged leaves a deployment staged while this
+		// file exists (libostree 2022.7 honours it too, though its
+		// command line cannot create it, so this bootc never does).
+		if d.Staged {
+			if _, err := os.Stat(filepath.Join(s.Run, stagedLockedFile)); err == nil {
+				e.DownloadOnly = true
+			}
 		}
 		if d.Origin.Image == "" {
 			return e, nil

@@ -54,6 +54,8 @@ const (
 	// stagedFile is where ostree keeps the staged deployment (relative to
 	// Run) until ostree-finalize-staged writes it at shutdown.
 	stagedFile = "ostree/staged-deployment"
+	// stagedLockedFile locks the staged deployment's finalization.
+	stagedLockedFile = "ostree/staged-deployment-locked"
 )
 
 func (s *System) repo() string { return filepath.Join(s.Sysroot, "ostree", "repo") }

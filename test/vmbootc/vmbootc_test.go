@@ -552,6 +552,14 @@ func TestStatusOfLiveStagedDeployment(t *testing.T) {
 	if h.Spec.Image.Image != two.Ref || h.Status.Staged.DownloadOnly {
 		t.Errorf("spec %+v, staged %+v", h.Spec.Image, h.Status.Staged)
 	}
+	// ostree's finalization lock, as rpm-ostree or a newer ostree would
+	// leave it: bootc calls such a staged deployment download-only.
+	if err := os.WriteFile(filepath.Join(n.sys.Run, "ostree", "staged-deployment-locked"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if h := n.status(); !h.Status.Staged.DownloadOnly || h.Status.Booted.DownloadOnly {
+		t.Errorf("locked: staged %+v, booted %+v", h.Status.Staged, h.Status.Booted)
+	}
 
 }
 
