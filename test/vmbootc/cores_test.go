@@ -80,3 +80,33 @@ func TestSplitKargs(t *testing.T) {
 		t.Errorf("SplitKargs = %q, want %q", got, want)
 	}
 }
+
+func TestParseMetadataStrings(t *testing.T) {
+	// ostree show --raw of a commit with ostree-ext's keys.
+	raw := `commit d24c616a76c0f19ffb2adb0b118682052006853a71d11725e3bb083bbcf3cb0b
+({'ostree.manifest-digest': <'sha256:abc'>, 'ostree.ref-binding': <['y', 'z>']>, 'version': <'1.2'>, 'n': <uint64 5>, 'ostree.container.image-config': <"{\"architecture\":\"amd64\",\"created\":\"2026-01-02T03:04:05Z\",\"config\":{\"Labels\":{\"org.opencontainers.image.version\":\"7\",\"q\":\"it's\"}}}">, 'last': <'x'>}, @ay [], @a(say) [], '', '', uint64 1795783912, [byte 0xde], [byte 0x44])`
+	m := parseMetadataStrings(raw)
+	want := map[string]string{
+		"ostree.manifest-digest":        "sha256:abc",
+		"version":                       "1.2",
+		"ostree.container.image-config": `{"architecture":"amd64","created":"2026-01-02T03:04:05Z","config":{"Labels":{"org.opencontainers.image.version":"7","q":"it's"}}}`,
+		"last":                          "x",
+	}
+	if len(m) != len(want) {
+		t.Errorf("parsed %q, want %q", m, want)
+	}
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("%s = %q, want %q", k, m[k], v)
+		}
+	}
+	im := imageOfCommit("c", map[string]string{metaDigest: "sha256:abc", metaImageConfig: want["ostree.container.image-config"]})
+	if im.Version != "7" || im.Created != "2026-01-02T03:04:05Z" || im.Architecture != "amd64" || im.Digest != "sha256:abc" {
+		t.Errorf("image of an ostree-ext commit: %+v", im)
+	}
+	for _, bad := range []string{"", "commit x\n", "({'a': <'unterminated", "({'a' <'b'>})"} {
+		if got := parseMetadataStrings(bad); len(got) != 0 {
+			t.Errorf("parseMetadataStrings(%q) = %q", bad, got)
+		}
+	}
+}

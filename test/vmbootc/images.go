@@ -182,15 +182,11 @@ func (l *LocalImporter) RemoveUnused(ctx context.Context, keep []string) error {
 // describeCommit reads an image commit's metadata, and with kargs its
 // kargs.d arguments.
 func describeCommit(ctx context.Context, ostree []string, repo, csum string, kargs bool) (*Image, error) {
-	im := &Image{Checksum: csum}
-	for key, dst := range map[string]*string{metaDigest: &im.Digest, metaVersion: &im.Version,
-		metaCreated: &im.Created, metaArch: &im.Architecture} {
-		v, err := metadataString(ctx, ostree, repo, csum, key)
-		if err != nil {
-			return nil, err
-		}
-		*dst = v
+	meta, err := commitMetadata(ctx, ostree, repo, csum)
+	if err != nil {
+		return nil, err
 	}
+	im := imageOfCommit(csum, meta)
 	if !kargs {
 		return im, nil
 	}
@@ -202,6 +198,13 @@ func describeCommit(ctx context.Context, ostree []string, repo, csum string, kar
 		return nil, fmt.Errorf("commit %s: %w", csum, err)
 	}
 	return im, nil
+}
+
+// metadataString is a string key of a commit's metadata, "" when the
+// commit does not have it.
+func metadataString(ctx context.Context, ostree []string, repo, csum, key string) (string, error) {
+	meta, err := commitMetadata(ctx, ostree, repo, csum)
+	return meta[key], err
 }
 
 // commitKargsFiles reads a commit's usr/lib/bootc/kargs.d/*.toml files.
@@ -229,22 +232,6 @@ func commitKargsFiles(ctx context.Context, ostree []string, repo, csum string) (
 		files[path.Base(name)] = []byte(data)
 	}
 	return files, nil
-}
-
-// metadataString is a string key of a commit's metadata, "" when the
-// commit does not have it.
-func metadataString(ctx context.Context, ostree []string, repo, csum, key string) (string, error) {
-	argv := append(append([]string(nil), ostree[1:]...), "show", "--repo="+repo, "--print-metadata-key="+key, csum)
-	cmd := exec.CommandContext(ctx, ostree[0], argv...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		if strings.Contains(stderr.String(), "No such metadata key") {
-			return "", nil
-		}
-		return "", fmt.Errorf("ostree show %s %s: %w: %s", csum, key, err, strings.TrimSpace(stderr.String()))
-	}
-	return parseGVariantString(strings.TrimSpace(stdout.String()))
 }
 
 // parseGVariantString reads a GVariant text-format string, as ostree show

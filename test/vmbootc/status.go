@@ -136,25 +136,9 @@ func (s *System) Status(ctx context.Context) (*bootc.Host, error) {
 	return h, nil
 }
 
-// describe is the image a deployed commit was made from: its digest is
-// the commit's ostree.manifest-digest, as bootc reads it, and the rest
-// is what the importer recorded for that digest (nothing more when the
-// importer no longer has it).
+// describe is the image a deployed commit was made from, from the
+// commit's metadata: the digest is its ostree.manifest-digest, as bootc
+// reads it.
 func (s *System) describe(ctx context.Context, csum string) (*Image, error) {
-	digest, err := metadataString(ctx, s.ostreeArgv(), s.repo(), csum, metaDigest)
-	if err != nil {
-		return nil, err
-	}
-	im := &Image{Checksum: csum, Digest: digest}
-	if digest == "" {
-		return im, nil
-	}
-	found, ok, err := s.images().Lookup(ctx, digest)
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		im.Version, im.Created, im.Architecture = found.Version, found.Created, found.Architecture
-	}
-	return im, nil
+	return describeCommit(ctx, s.ostreeArgv(), s.repo(), csum, false)
 }
