@@ -1,0 +1,75 @@
+// Package vmbootc is the bootc of the real-boot tier (issue 22): a small
+// program of ours that does what bootc does, with what Debian 12 has
+// (ostree 2022.7, no bootc package), on a really booted ostree system in
+// a virtual machine. The daemon runs it as it runs bootc on a real node;
+// the command is in the bootc subdirectory, a static binary that needs
+// only ostree and coreutils in the guest.
+//
+// What it implements, as bootc 1.16 does it:
+//
+//   - status --format=json (or --json): bootc's BootcHost document,
+//     written with rollout/bootc's types, read from the real sysroot. The
+//     booted deployment is the one whose directory is "/" (device and
+//     inode, as ostree finds it), only when /run/ostree-booted exists;
+//     the staged one is the deployment ostree names in
+//     /run/ostree/staged-deployment (it has no boot loader entry until
+//     ostree-finalize-staged writes one at shutdown); rollback is the
+//     first other deployment, queued when it comes before the booted one
+//     in the boot loader order. The image reference comes from the
+//     deployment's origin (container-image-reference), the digest from
+//     the commit's ostree.manifest-digest. softRebootCapable is always
+//     false: Debian 12's systemd 252 has no soft-reboot.
+//   - switch [--transport registry] [--retain] IMAGE: pull with
+//     go-containerregistry and the node's auth file (the first of
+//     /run/ostree/auth.json, /etc/ostree/auth.json,
+//     /usr/lib/ostree/auth.json), commit into the sysroot's repository,
+//     then `ostree admin deploy --stage` with bootc's origin and bootc's
+//     kernel-argument merge (the booted deployment's arguments, less the
+//     booted image's kargs.d, plus the new image's). Switching to the
+//     image the spec already names prints "Image specification is
+//     unchanged." and exits 0.
+//   - rollback: the rollback deployment boots next; a staged deployment
+//     is dropped; run again, it reverts the queued rollback.
+//
+// What it does not implement, and so does not list in its help (the
+// daemon reads the help to decide): switch --download-only and upgrade
+// --download-only/--from-downloaded (ostree 2022.7's command line has no
+// --lock-finalization), --soft-reboot (no soft-reboot in systemd 252),
+// --enforce-container-sigpolicy, --apply. `upgrade` answers --help only.
+// libostree 2022.7 itself does honour the finalization lock, the file
+// /run/ostree/staged-deployment-locked (seen in a VM: a staged
+// deployment with it was not finalized at the reboot), so status reports
+// such a staged deployment as downloadOnly, as bootc does.
+//
+// Rollback with ostree 2022.7, which has no set-default: the command line
+// can only add a deployment (first, or after the first) and remove one,
+// never reorder. So rollback deploys the rollback deployment's commit
+// again as the first deployment, with its origin and kernel arguments
+// and with a copy of its /etc (not merged from the booted one:
+// --no-merge, then the old /etc copied in with cp -a), and undeploys the
+// old copy. The next boot is then exactly what the rollback deployment
+// was, but it is a new deployment: its deploySerial and directory
+// differ from the rollback's before, where bootc only reorders the boot
+// loader entries. Reverting a queued rollback likewise removes the
+// queued copy and adds the same commit back after the booted deployment.
+//
+// In the guest image (hack/vm builds it into strata/vm-base's top
+// layer):
+//
+//	CGO_ENABLED=0 go build -trimpath -tags "$(cat hack/go-tags)" -ldflags "-s -w" \
+//		-o ROOT/usr/bin/bootc ./test/vmbootc/bootc
+//
+// It needs ostree and ostree-boot (ostree-finalize-staged.path, enabled,
+// finalizes the staged deployment at shutdown), cp from coreutils, an
+// ostree-booted root with the physical root at /sysroot, writable (no
+// sysroot.readonly in the repository's config), and the images it
+// switches to in a registry the guest reaches, by digest.
+//
+// The parts that need a booted system sit behind System's fields, so
+// that the host tests run the same code on a directory sysroot: Root is
+// the directory taken as "/" (a deployment directory in tests), Run the
+// directory taken as /run, and Live says whether ostree admin runs on
+// the booted system (no --sysroot, deploy --stage) or on the directory
+// (--sysroot=DIR, a plain deploy, with the staged deployment recorded in
+// Run as ostree would).
+package vmbootc
