@@ -17,7 +17,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
-	"github.com/strata-dev/strata/test/bootcsim"
+	"github.com/strata-dev/strata/ostreeimage"
 )
 
 // Image is an image committed into the sysroot's repository: the shape
@@ -309,11 +309,11 @@ func kargsOf(files map[string][]byte) ([]string, error) {
 	slices.Sort(names)
 	var kargs []string
 	for _, n := range names {
-		f, err := bootcsim.ParseKargsFile(files[n])
+		f, err := ostreeimage.ParseKargsFile(files[n])
 		if err != nil {
 			return nil, fmt.Errorf("parsing /%s/%s: %w", kargsDir, n, err)
 		}
-		if f.Applies(bootcsim.HostArch()) {
+		if f.Applies(ostreeimage.HostArch()) {
 			kargs = append(kargs, f.Kargs...)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/strata-dev/strata/ostreeimage"
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/test/bootcsim"
 	"github.com/strata-dev/strata/test/testregistry"
@@ -61,7 +62,7 @@ func baseImage(t *testing.T) v1.Image {
 }
 
 func otherArch() string {
-	if bootcsim.HostArch() == "s390x" {
+	if ostreeimage.HostArch() == "s390x" {
 		return "aarch64"
 	}
 	return "s390x"
