@@ -529,3 +529,41 @@ func TestImportRejectsEtcAndUsrEtc(t *testing.T) {
 		t.Fatalf("Import: %v, want an error about /etc and /usr/etc", err)
 	}
 }
+
+// TestImportFileReplacingDirectory: an upper layer's file replaces a lower
+// layer's directory and a directory a file, which a merge of trees refuses.
+func TestImportFileReplacingDirectory(t *testing.T) {
+	ctx := context.Background()
+	reg := testregistry.Start(t, "")
+	base, err := mutate.AppendLayers(testregistry.Busybox(t), layer(t,
+		dir("opt/", 0o755), dir("opt/x/", 0o755), file("opt/x/a", "a"), file("opt/y", "y")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	upper, err := mutate.AppendLayers(base, layer(t,
+		dir("opt/", 0o755), file("opt/x", "now a file"), dir("opt/y/", 0o700), file("opt/y/b", "b")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRepo(t)
+	im, err := r.Import(ctx, remoteImage(t, reg, "os:upper", upper))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !im.Flattened {
+		t.Error("merged; ostree's merge cannot replace a directory by a file, the import must fall back to the flattened tree")
+	}
+	tree := walk(t, checkout(t, r, im.Checksum))
+	if got := tree["opt/x"].mode; !got.IsRegular() {
+		t.Errorf("opt/x is %v, want the upper layer's file", got)
+	}
+	if _, ok := tree["opt/x/a"]; ok {
+		t.Error("opt/x/a of the lower directory is in the tree")
+	}
+	if got := tree["opt/y"].mode; got != fs.ModeDir|0o700 {
+		t.Errorf("opt/y is %v, want the upper layer's directory", got)
+	}
+	if _, ok := tree["opt/y/b"]; !ok {
+		t.Error("opt/y/b is missing")
+	}
+}

@@ -144,8 +144,8 @@ func unpack(r io.Reader, dir string, keepWhiteouts bool) (layerFlags, error) {
 			}
 			// /usr made only to hold /usr/etc is what bootc requires
 			// /usr to be anyway.
-			underEtc := orig == "etc" || strings.HasPrefix(orig, "etc/")
-			if d != "usr" || !underEtc {
+			fromEtc := orig == "etc" || strings.HasPrefix(orig, "etc/")
+			if d != "usr" || !fromEtc {
 				flags.ImplicitDirs = true
 			}
 			implicit[d] = true

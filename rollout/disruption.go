@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,13 +82,19 @@ func (d *Daemon) imageChanged(ctx context.Context, s *scope, image string) (bool
 	if d.Images == nil {
 		return true, "the daemon reads no images"
 	}
-	a, err := d.Images.BelowConfigLayer(ctx, booted)
-	if err != nil {
-		return true, fmt.Sprintf("could not read the booted image %s: %v", booted, err)
+	// Two registry round trips each, read at once: the decision is on
+	// the path of every update (a live apply waits for nothing else).
+	var a, b string
+	var aErr, bErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { a, aErr = d.Images.BelowConfigLayer(ctx, booted) })
+	b, bErr = d.Images.BelowConfigLayer(ctx, image)
+	wg.Wait()
+	if aErr != nil {
+		return true, fmt.Sprintf("could not read the booted image %s: %v", booted, aErr)
 	}
-	b, err := d.Images.BelowConfigLayer(ctx, image)
-	if err != nil {
-		return true, fmt.Sprintf("could not read the desired image %s: %v", image, err)
+	if bErr != nil {
+		return true, fmt.Sprintf("could not read the desired image %s: %v", image, bErr)
 	}
 	switch {
 	case a == "":
@@ -103,24 +110,33 @@ func (d *Daemon) imageChanged(ctx context.Context, s *scope, image string) (bool
 // soft-reboot capability), and records it in the state file, the
 // disruption annotation and an Event.
 func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, key string) error {
-	policy, err := d.clusterPolicy(ctx)
-	if err != nil {
-		return err
-	}
-	in := disruption.Input{Policy: policy}
+	// The inputs are independent reads (the API server, bootc, the
+	// registry): read at once, the decision costs the slowest of them,
+	// not their sum.
+	var (
+		wg                sync.WaitGroup
+		policy            v1alpha1.NodeDisruptionPolicyClusterStatus
+		host              *bootc.Host
+		policyErr, hstErr error
+		changed           bool
+		why               string
+		changes           *disruption.Changes
+		unknown           = "the node's current config is not recorded"
+	)
+	wg.Go(func() { policy, policyErr = d.clusterPolicy(ctx) })
 	// The status this sync started from predates the stage.
-	host, err := d.Bootc.Status(ctx)
-	if err != nil {
+	wg.Go(func() { host, hstErr = d.Bootc.Status(ctx) })
+	if current := s.rec.CurrentConfig; current != "" {
+		wg.Go(func() { changes, unknown = d.compareConfigs(ctx, current, config) })
+	}
+	changed, why = d.imageChanged(ctx, s, image)
+	wg.Wait()
+	if err := errors.Join(policyErr, hstErr); err != nil {
 		return err
 	}
+	in := disruption.Input{Policy: policy, ImageChanged: changed, Changes: changes}
 	if staged := host.Status.Staged; staged != nil && staged.Digest() == bootc.DigestOf(image) {
 		in.SoftRebootCapable = staged.SoftRebootCapable
-	}
-	changed, why := d.imageChanged(ctx, s, image)
-	in.ImageChanged = changed
-	unknown := "the node's current config is not recorded"
-	if current := s.rec.CurrentConfig; current != "" {
-		in.Changes, unknown = d.compareConfigs(ctx, current, config)
 	}
 	dec := disruption.Decide(in)
 	if dec.Kind == disruption.SoftReboot && d.Soft == nil {
@@ -154,15 +170,26 @@ func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, 
 // why.
 func (d *Daemon) compareConfigs(ctx context.Context, current, desired string) (*disruption.Changes, string) {
 	var specs [2]*v1alpha1.MachineConfigSpec
+	var errs [2]error
+	var wg sync.WaitGroup
 	for i, name := range []string{current, desired} {
 		if name == "" {
 			continue
 		}
-		var mc v1alpha1.MachineConfig
-		if err := d.reader().Get(ctx, types.NamespacedName{Name: name}, &mc); err != nil {
-			return nil, fmt.Sprintf("could not read rendered config %s: %v", name, err)
+		wg.Go(func() {
+			var mc v1alpha1.MachineConfig
+			if err := d.reader().Get(ctx, types.NamespacedName{Name: name}, &mc); err != nil {
+				errs[i] = fmt.Errorf("could not read rendered config %s: %w", name, err)
+				return
+			}
+			specs[i] = &mc.Spec
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err.Error()
 		}
-		specs[i] = &mc.Spec
 	}
 	c, err := disruption.Compare(specs[0], specs[1])
 	if err != nil {
