@@ -122,12 +122,16 @@ type fileBlob struct {
 	size   int64
 }
 
-func (b *fileBlob) Digest() (v1.Hash, error)             { return b.digest, nil }
-func (b *fileBlob) Size() (int64, error)                 { return b.size, nil }
-func (b *fileBlob) MediaType() (types.MediaType, error)  { return LayerMediaType, nil }
-func (b *fileBlob) Compressed() (io.ReadCloser, error)   { return os.Open(b.path) }
-func (b *fileBlob) DiffID() (v1.Hash, error)             { return v1.Hash{}, errors.New("a boot disk has no diff ID") }
-func (b *fileBlob) Uncompressed() (io.ReadCloser, error) { return nil, errors.New("a boot disk is not a tar layer") }
+func (b *fileBlob) Digest() (v1.Hash, error)            { return b.digest, nil }
+func (b *fileBlob) Size() (int64, error)                { return b.size, nil }
+func (b *fileBlob) MediaType() (types.MediaType, error) { return LayerMediaType, nil }
+func (b *fileBlob) Compressed() (io.ReadCloser, error)  { return os.Open(b.path) }
+func (b *fileBlob) DiffID() (v1.Hash, error) {
+	return v1.Hash{}, errors.New("a boot disk has no diff ID")
+}
+func (b *fileBlob) Uncompressed() (io.ReadCloser, error) {
+	return nil, errors.New("a boot disk is not a tar layer")
+}
 
 // repository strips @digest or :tag of a reference.
 func repository(image string) string {
@@ -315,4 +319,3 @@ func (c *counter) Read(p []byte) (int, error) {
 	c.fn(c.n)
 	return k, err
 }
-
