@@ -49,6 +49,12 @@ type BootDiskStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Image string `json:"image,omitempty"`
+	// sizeMiB is the size the disk was made with (spec.bootDisk.sizeMiB
+	// then): a MachineOSConfig that asks for another size has the disk
+	// made again.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	SizeMiB int32 `json:"sizeMiB,omitempty"`
 	// size is the raw disk's size in bytes, uncompressed.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
