@@ -39,10 +39,13 @@ the pool's image. It is published beside the image as an OCI artifact
 (artifact type ` + v1alpha1.BootDiskArtifactType + `), zstd-compressed.
 
 Which disk: a MachineOSBuild's (its status.bootDisk.artifact); with --pool,
-the disk of the pool's current image (its MachineOSConfig's
-status.currentImagePullSpec, from the build that made it, else found among
-the image's referrers); with --image, the one attached to that image
-(repository@sha256:...), without asking the cluster.
+the disk of the image a new node of the pool gets (the pool's
+status.newNodes.image, else its MachineOSConfig's
+status.currentImagePullSpec), as the build that made it recorded it, else
+found among the image's referrers; with --image, the one attached to that
+image (repository@sha256:...), without asking the cluster. A node booted
+from the pool's disk runs the pool's image at once: its first boot
+switches to nothing and does not reboot.
 
 The compressed blob is checked against its digest as it is read, and the
 disk, decompressed, against the size and sha256 digest its artifact
@@ -158,7 +161,14 @@ func bootDiskOf(ctx context.Context, c client.Client, build, pool string) (image
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, mosc); err != nil {
 			return "", "", fmt.Errorf("MachineOSConfig %s of pool %s: %w", name, pool, err)
 		}
+		// What a new node switches to at its first boot: a disk of it
+		// boots a node that needs no switch and no reboot. Before the
+		// rollout controller says (a pool without nodes yet), the
+		// MachineOSConfig's current image.
 		image = mosc.Status.CurrentImagePullSpec
+		if p.Status.NewNodes != nil && p.Status.NewNodes.Image != "" {
+			image = p.Status.NewNodes.Image
+		}
 		if image == "" {
 			return "", "", fmt.Errorf("pool %s has no current image yet (MachineOSConfig %s)", pool, name)
 		}

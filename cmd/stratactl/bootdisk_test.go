@@ -52,8 +52,12 @@ func TestBootDisk(t *testing.T) {
 
 	env := testenv.Start(t)
 	ctx := context.Background()
-	createWithStatus(ctx, t, env.Client, &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: "worker",
-		Annotations: map[string]string{v1alpha1.LayeredByAnnotation: "worker"}}})
+	// New nodes get image; the MachineOSConfig has moved on to a newer
+	// one, not released yet (awaiting approval), which has no disk.
+	createWithStatus(ctx, t, env.Client, &v1alpha1.MachineConfigPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "worker", Annotations: map[string]string{v1alpha1.LayeredByAnnotation: "worker"}},
+		Status:     v1alpha1.MachineConfigPoolStatus{NewNodes: &v1alpha1.NewNodeStatus{Image: image}},
+	})
 	mosc := &v1alpha1.MachineOSConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: "worker"},
 		Spec: v1alpha1.MachineOSConfigSpec{
@@ -63,7 +67,7 @@ func TestBootDisk(t *testing.T) {
 			RenderedImagePushSpec:   reg.Host + "/strata/worker:latest",
 			BootDisk:                &v1alpha1.BootDisk{SizeMiB: 1024},
 		},
-		Status: v1alpha1.MachineOSConfigStatus{CurrentImagePullSpec: image},
+		Status: v1alpha1.MachineOSConfigStatus{CurrentImagePullSpec: reg.Host + "/strata/worker@sha256:" + strings.Repeat("e", 64)},
 	}
 	createWithStatus(ctx, t, env.Client, mosc)
 	build := func(name string, bd *v1alpha1.BootDiskStatus, cond *metav1.Condition) {
