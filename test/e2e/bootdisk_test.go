@@ -106,14 +106,9 @@ var _ = Describe("A boot disk", func() {
 		GinkgoWriter.Printf("MEASURE boot disk: objects created to disk published %s; disk Job %s; %d MiB raw, %d KiB compressed\n",
 			time.Since(created).Round(time.Second), bd.Duration.Duration, bd.Size>>20, bd.CompressedSize>>10)
 
-		By("listing it beside the SBOM and the provenance")
-		out, err := stratactl(ctx, "inspect", image)
-		Expect(err).NotTo(HaveOccurred(), out)
-		Expect(out).To(MatchRegexp(regexp.QuoteMeta(v1alpha1.BootDiskArtifactType) + `\s+sha256:[a-f0-9]{64}\s+boot disk`))
-
 		By("downloading the pool's disk with stratactl")
 		file := filepath.Join(GinkgoT().TempDir(), "disk.raw")
-		out, err = stratactl(ctx, "boot-disk", "--pool", name, "-o", file)
+		out, err := stratactl(ctx, "boot-disk", "--pool", name, "-o", file)
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring(bd.RawDigest))
 		st, err := os.Stat(file)
@@ -122,5 +117,11 @@ var _ = Describe("A boot disk", func() {
 		fs, err := exec.CommandContext(ctx, "dumpe2fs", "-h", file).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(fs))
 		Expect(string(fs)).To(MatchRegexp(`Filesystem volume name:\s+strata-root`))
+
+		By("listing it beside the SBOM and the provenance")
+		// inspect asks only the registry: no --kubeconfig.
+		raw, err := exec.CommandContext(ctx, stratactlPath, "inspect", image).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(raw))
+		Expect(string(raw)).To(MatchRegexp(regexp.QuoteMeta(v1alpha1.BootDiskArtifactType) + `\s+sha256:[a-f0-9]{64}\s+boot disk`))
 	})
 })
