@@ -114,6 +114,13 @@ func (r *Reconciler) bootDisk(ctx context.Context, s *scope) error {
 	if st.RetryAfter > 0 {
 		s.requeue(st.RetryAfter)
 	}
+	if st.StopJob {
+		// The pod cannot start (its image, the scheduler): the Job would
+		// wait for it until its deadline.
+		if err := r.deleteDiskJob(ctx, b); err != nil {
+			return err
+		}
+	}
 	if b.Status.BootDisk == nil {
 		b.Status.BootDisk = &v1alpha1.BootDiskStatus{}
 	}
