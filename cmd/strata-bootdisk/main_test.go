@@ -32,8 +32,8 @@ func authFile(t *testing.T, reg *testregistry.Registry, pw string) string {
 	return p
 }
 
-// bootdisk runs the program and returns its exit code, report and log.
-func bootdisk(t *testing.T, args ...string) (int, diskjob.Report, string) {
+// runBootdisk runs the program and returns its exit code, report and log.
+func runBootdisk(t *testing.T, args ...string) (int, diskjob.Report, string) {
 	t.Helper()
 	term := filepath.Join(t.TempDir(), "termination-log")
 	var stderr bytes.Buffer
@@ -56,7 +56,7 @@ func TestMakesAndPublishes(t *testing.T) {
 	reg := testregistry.Start(t, password)
 	image := reg.Push(t, "strata/os-worker:build-1", testregistry.Busybox(t))
 	auth := authFile(t, reg, password)
-	code, r, log := bootdisk(t, "--image="+image, "--size-mib=64", "--auth-file="+auth, "--insecure-registry="+reg.Host)
+	code, r, log := runBootdisk(t, "--image="+image, "--size-mib=64", "--auth-file="+auth, "--insecure-registry="+reg.Host)
 	if code != 0 {
 		t.Fatalf("exit %d, report %+v, log:\n%s", code, r, log)
 	}
@@ -103,7 +103,7 @@ func TestFailuresSayWhatToDo(t *testing.T) {
 			if c.step == v1alpha1.BuildStepPrepare {
 				img = strings.Split(image, "@")[0] + ":build-1"
 			}
-			code, r, log := bootdisk(t, append(c.args, "--image="+img, "--insecure-registry="+reg.Host)...)
+			code, r, log := runBootdisk(t, append(c.args, "--image="+img, "--insecure-registry="+reg.Host)...)
 			if code != job.ExitCodePermanent || r.Step != c.step || !strings.Contains(r.Message, c.want) || r.Artifact != "" {
 				t.Errorf("exit %d, report %+v; want exit %d, step %s saying %q\nlog:\n%s", code, r, job.ExitCodePermanent, c.step, c.want, log)
 			}
