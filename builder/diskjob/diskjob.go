@@ -47,7 +47,7 @@ const (
 const DefaultActiveDeadlineSeconds = 3600
 
 // Capabilities are all the container keeps (see the package comment).
-var Capabilities = []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "SETFCAP", "LINUX_IMMUTABLE"}
+var Capabilities = []corev1.Capability{"CHOWN", "DAC_READ_SEARCH", "FOWNER", "FSETID", "SETFCAP"}
 
 // Config is the boot disk Job's configuration, the same for every disk.
 type Config struct {

@@ -37,11 +37,27 @@
 //
 // It runs as root, because the disk must keep the owners and modes of the
 // image's files (ostree's bare repository mode stores them as the files'
-// own), with only the capabilities that takes: CHOWN, DAC_OVERRIDE,
-// DAC_READ_SEARCH, FOWNER, FSETID and SETFCAP (file owners, modes and
-// capabilities in the image), and LINUX_IMMUTABLE, since ostree marks a
-// deployment's root immutable. It needs no user namespace, so the
-// runtime's default seccomp profile stays.
+// own), with only the capabilities that takes (Capabilities), measured by
+// running strata-bootdisk under setpriv with that bounding set on an image
+// with files of other users, setuid and setgid files and directories only
+// their owner reads (cmd/strata-bootdisk's TestPodCapabilities, with the
+// stand-in and with package bootdisk):
+//
+//   - CHOWN: without it unpacking the image fails (files of other owners);
+//   - DAC_READ_SEARCH: without it ostree cannot read a directory only its
+//     owner may (DAC_OVERRIDE is not needed besides it);
+//   - FOWNER: without it ostree's commit fails (fchmod of a file root no
+//     longer owns);
+//   - FSETID: without it a setgid file of another group silently loses
+//     its setgid bit;
+//   - SETFCAP: file capabilities in the image (security.capability, as
+//     Fedora's ping and newuidmap have), which only it may set; not
+//     measured here.
+//
+// LINUX_IMMUTABLE is left out: ostree's immutable bit on the deployment
+// root is not carried into the disk by mkfs.ext4 -d, and ostree goes on
+// without it. The pod needs no user namespace, so the runtime's default
+// seccomp profile stays.
 //
 // # What the pod reports
 //

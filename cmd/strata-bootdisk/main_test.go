@@ -54,7 +54,7 @@ func runBootdisk(t *testing.T, args ...string) (int, diskjob.Report, string) {
 
 func TestMakesAndPublishes(t *testing.T) {
 	reg := testregistry.Start(t, password)
-	image := reg.Push(t, "strata/os-worker:build-1", testregistry.Busybox(t))
+	image := bootableImage(t, reg)
 	auth := authFile(t, reg, password)
 	code, r, log := runBootdisk(t, "--image="+image, "--size-mib=64", "--auth-file="+auth, "--insecure-registry="+reg.Host)
 	if code != 0 {
@@ -76,9 +76,9 @@ func TestMakesAndPublishes(t *testing.T) {
 		t.Errorf("downloaded %+v, report %+v", d, r)
 	}
 	// An ext4 file system with the image's files.
-	stat, err := exec.Command("debugfs", "-R", "stat /bin/busybox", out).CombinedOutput()
+	stat, err := exec.Command("debugfs", "-R", "stat "+deploymentRoot(t, out)+"usr/bin/setuid", out).CombinedOutput()
 	if err != nil || !strings.Contains(string(stat), "Type: regular") {
-		t.Errorf("debugfs stat /bin/busybox: %v\n%s", err, stat)
+		t.Errorf("debugfs stat usr/bin/setuid: %v\n%s", err, stat)
 	}
 	if strings.Contains(log, password) {
 		t.Error("the log shows the password")
@@ -87,7 +87,7 @@ func TestMakesAndPublishes(t *testing.T) {
 
 func TestFailuresSayWhatToDo(t *testing.T) {
 	reg := testregistry.Start(t, password)
-	image := reg.Push(t, "strata/os-worker:build-1", testregistry.Busybox(t))
+	image := bootableImage(t, reg)
 	for _, c := range []struct {
 		name string
 		args []string
