@@ -118,7 +118,7 @@ func makeAndPublish(ctx context.Context, o options, l *logger) (diskjob.Report, 
 	if o.sizeMiB <= 0 {
 		return fail(v1alpha1.BuildStepPrepare, job.ExitCodePermanent, "size %d MiB is not a size", o.sizeMiB)
 	}
-	var kc authn.Keychain = authn.NewMultiKeychain()
+	kc := authn.NewMultiKeychain()
 	if o.authFile != "" {
 		if kc, err = registry.KeychainFromFile(o.authFile); err != nil {
 			// The error names the file and what is wrong with it, never
