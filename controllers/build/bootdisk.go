@@ -18,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/builder/diskjob"
 	"github.com/strata-dev/strata/builder/job"
 	"github.com/strata-dev/strata/internal/diskartifact"
+	"github.com/strata-dev/strata/internal/metrics"
 	"github.com/strata-dev/strata/internal/registry"
 	"github.com/strata-dev/strata/internal/status"
 )
@@ -154,9 +155,11 @@ func (r *Reconciler) bootDisk(ctx context.Context, s *scope) error {
 		bd.Duration = &metav1.Duration{Duration: time.Since(bd.StartTime.Time).Round(time.Second)}
 		msg := fmt.Sprintf("Published the boot disk of %s: %s (%d MiB, %d MiB compressed)", image, d.Artifact, d.Size>>20, d.CompressedSize>>20)
 		setBootDisk(b, metav1.ConditionTrue, v1alpha1.ReasonBootDiskPublished, msg)
+		took := bd.Duration.Duration
 		s.afterWrite(func() {
 			log.FromContext(ctx).Info("Boot disk published", "build", b.Name, "artifact", d.Artifact, "size", d.Size, "compressedSize", d.CompressedSize)
 			r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, v1alpha1.ReasonBootDiskPublished, "BootDisk", "%s", status.Truncate(msg, 1024))
+			metrics.BootDiskEnded("Published", took, true)
 		})
 	case job.PhaseFailed:
 		f := st.Failure
@@ -190,6 +193,12 @@ func isBootDiskDone(b *v1alpha1.MachineOSBuild) bool {
 	return c.Reason == v1alpha1.ReasonBootDiskFailed && bd != nil && bd.Failure != nil && bd.Failure.Step != v1alpha1.BuildStepPrepare
 }
 
+// isBootDiskFailed says whether b's BootDisk condition says it failed.
+func isBootDiskFailed(b *v1alpha1.MachineOSBuild) bool {
+	c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.BuildBootDisk)
+	return c != nil && c.Reason == v1alpha1.ReasonBootDiskFailed
+}
+
 // deleteDiskJob deletes a build's boot disk Job with its pods.
 func (r *Reconciler) deleteDiskJob(ctx context.Context, b *v1alpha1.MachineOSBuild) error {
 	jb := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: r.Config.Namespace, Name: diskjob.JobName(b.Name)}}
@@ -211,9 +220,20 @@ func (r *Reconciler) failBootDisk(s *scope, f *v1alpha1.BuildFailure) {
 		bd.Duration = &metav1.Duration{Duration: time.Since(bd.StartTime.Time).Round(time.Second)}
 	}
 	msg := failureMessage(bd.Failure)
+	// Counted once: a failure found again (no boot disk image configured,
+	// looked at on every reconcile) is not a new one.
+	again := isBootDiskFailed(s.buildBefore)
 	setBootDisk(b, metav1.ConditionFalse, v1alpha1.ReasonBootDiskFailed, msg)
+	if again {
+		return
+	}
+	var took time.Duration
+	if bd.Duration != nil {
+		took = bd.Duration.Duration
+	}
 	s.afterWrite(func() {
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, v1alpha1.ReasonBootDiskFailed, "BootDisk", "%s", status.Truncate(msg, 1024))
+		metrics.BootDiskEnded("Failed", took, bd.Duration != nil)
 	})
 }
 

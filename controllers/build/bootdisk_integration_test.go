@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/strata-dev/strata/builder/diskjob"
 	"github.com/strata-dev/strata/builder/job"
 	"github.com/strata-dev/strata/internal/diskartifact"
+	strata "github.com/strata-dev/strata/internal/metrics"
 )
 
 const bootDiskImage = "127.0.0.1:5000/strata/strata-bootdisk@sha256:" + "d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0"
@@ -107,6 +109,7 @@ func waitBootDisk(t *testing.T, build, reason string) (*v1alpha1.MachineOSBuild,
 func TestBootDiskPublished(t *testing.T) {
 	f := newFixture(t, "disk")
 	startController(t, f.reg, 0, withBootDiskImage)
+	published := testutil.ToFloat64(strata.BootDisks.WithLabelValues("Published"))
 	f.mosc(bootDiskOf(1024))
 	b := waitBuild(t, f.name)
 	image := f.succeed(b)
@@ -166,6 +169,9 @@ func TestBootDiskPublished(t *testing.T) {
 		t.Errorf("referrers of the image: %v", types)
 	}
 	f.assertNoSecret(got)
+	if n := testutil.ToFloat64(strata.BootDisks.WithLabelValues("Published")) - published; n != 1 {
+		t.Errorf("strata_boot_disks_total{result=Published} grew by %v, want 1", n)
+	}
 }
 
 // TestBootDiskFailure: a disk that cannot be made fails only the BootDisk
@@ -222,6 +228,7 @@ func TestBootDiskFailure(t *testing.T) {
 func TestBootDiskWithoutImage(t *testing.T) {
 	f := newFixture(t, "disk-noimage")
 	startController(t, f.reg, 0)
+	failed := testutil.ToFloat64(strata.BootDisks.WithLabelValues("Failed"))
 	f.mosc(bootDiskOf(512))
 	b := waitBuild(t, f.name)
 	image := f.succeed(b)
@@ -234,5 +241,18 @@ func TestBootDiskWithoutImage(t *testing.T) {
 	}
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: diskjob.JobName(b.Name)}, &batchv1.Job{}); err == nil {
 		t.Error("a boot disk Job exists without a boot disk image")
+	}
+	// Looked at again on later reconciles (a controller configured later
+	// makes the disk), but counted once.
+	before := reconciles(t)
+	annotate(t, f.name, "test.strata.dev/poke")
+	eventually(t, "a reconcile after the poke", func() error {
+		if reconciles(t) <= before {
+			return errors.New("no reconcile yet")
+		}
+		return nil
+	})
+	if n := testutil.ToFloat64(strata.BootDisks.WithLabelValues("Failed")) - failed; n != 1 {
+		t.Errorf("strata_boot_disks_total{result=Failed} grew by %v, want 1", n)
 	}
 }
