@@ -57,6 +57,7 @@ func bootableImage(t *testing.T, reg *testregistry.Registry) string {
 			"usr/lib/modules/6.1.0-test/vmlinuz":       "kernel",
 			"usr/lib/modules/6.1.0-test/initramfs.img": "initramfs",
 			"usr/lib/os-release":                       "ID=strata-test\n",
+			"etc/strata/hello":                         "from the image\n",
 		}),
 		testregistry.TarLayer(t, func(tw *tar.Writer) error {
 			for _, f := range special {

@@ -76,7 +76,12 @@ func TestMakesAndPublishes(t *testing.T) {
 		t.Errorf("downloaded %+v, report %+v", d, r)
 	}
 	// An ext4 file system with the image's files.
-	stat, err := exec.Command("debugfs", "-R", "stat "+deploymentRoot(t, out)+"usr/bin/setuid", out).CombinedOutput()
+	// The image's /etc is where the booted system reads it.
+	root := deploymentRoot(t, out)
+	if hello, err := exec.Command("debugfs", "-R", "cat "+root+"etc/strata/hello", out).Output(); err != nil || string(hello) != "from the image\n" {
+		t.Errorf("debugfs cat %setc/strata/hello: %q, %v", root, hello, err)
+	}
+	stat, err := exec.Command("debugfs", "-R", "stat "+root+"usr/bin/setuid", out).CombinedOutput()
 	if err != nil || !strings.Contains(string(stat), "Type: regular") {
 		t.Errorf("debugfs stat usr/bin/setuid: %v\n%s", err, stat)
 	}

@@ -3,12 +3,24 @@
 package e2e
 
 import (
+	"archive/tar"
+	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -55,7 +67,7 @@ var _ = Describe("A boot disk", func() {
 				Spec: v1alpha1.MachineOSConfigSpec{
 					MachineConfigPool:       v1alpha1.LocalObjectReference{Name: name},
 					ImageBuilder:            v1alpha1.MachineOSImageBuilder{ImageBuilderType: v1alpha1.JobBuilder, Strategy: v1alpha1.ConfigLayerStrategy},
-					BaseImagePullSpec:       registry + "/strata/os-base:latest",
+					BaseImagePullSpec:       baseWithKernel(ctx),
 					RenderedImagePushSecret: v1alpha1.SecretReference{Name: secret.Name},
 					RenderedImagePushSpec:   registry + "/" + repo + ":latest",
 					BootDisk:                &v1alpha1.BootDisk{SizeMiB: 512},
@@ -117,6 +129,20 @@ var _ = Describe("A boot disk", func() {
 		fs, err := exec.CommandContext(ctx, "dumpe2fs", "-h", file).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(fs))
 		Expect(string(fs)).To(MatchRegexp(`Filesystem volume name:\s+strata-root`))
+		// The pool's configuration is on it, where the booted system
+		// finds it: the deployment's /etc (the file system's, with
+		// bootdisk's stand-in).
+		root := "/"
+		ls, err := exec.CommandContext(ctx, "debugfs", "-R", "ls -p /ostree/deploy/default/deploy", file).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(ls))
+		for _, line := range strings.Split(string(ls), "\n") {
+			if f := strings.Split(line, "/"); len(f) > 5 && strings.HasSuffix(f[5], ".0") {
+				root = "/ostree/deploy/default/deploy/" + f[5] + "/"
+			}
+		}
+		conf, err := exec.CommandContext(ctx, "debugfs", "-R", "cat "+root+"etc/strata/disk.conf", file).Output()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(conf)).To(Equal("on the disk"))
 
 		By("listing it beside the SBOM and the provenance")
 		// inspect asks only the registry: no --kubeconfig.
@@ -125,3 +151,44 @@ var _ = Describe("A boot disk", func() {
 		Expect(string(raw)).To(MatchRegexp(regexp.QuoteMeta(v1alpha1.BootDiskArtifactType) + `\s+sha256:[a-f0-9]{64}\s+boot disk`))
 	})
 })
+
+// baseWithKernel pushes the test OS base with what ostree's deploy needs
+// of a bootable image besides its os-release: a kernel and an initramfs
+// where bootc keeps them (their content does not matter: nothing boots
+// here). It returns it by digest.
+func baseWithKernel(ctx context.Context) string {
+	GinkgoHelper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, d := range []string{"usr/", "usr/lib/", "usr/lib/modules/", "usr/lib/modules/6.1.0-e2e/"} {
+		Expect(tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755})).To(Succeed())
+	}
+	for _, f := range []string{"vmlinuz", "initramfs.img"} {
+		Expect(tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "usr/lib/modules/6.1.0-e2e/" + f, Mode: 0o644, Size: int64(len(f))})).To(Succeed())
+		_, err := tw.Write([]byte(f))
+		Expect(err).NotTo(HaveOccurred())
+	}
+	Expect(tw.Close()).To(Succeed())
+
+	base, err := name.ParseReference(registry+"/strata/os-base:latest", name.Insecure)
+	Expect(err).NotTo(HaveOccurred())
+	img, err := remote.Image(base, remote.WithContext(ctx))
+	Expect(err).NotTo(HaveOccurred())
+	mt, err := img.MediaType()
+	Expect(err).NotTo(HaveOccurred())
+	lt := types.DockerLayer
+	if mt == types.OCIManifestSchema1 {
+		lt = types.OCILayer
+	}
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }, tarball.WithMediaType(lt))
+	Expect(err).NotTo(HaveOccurred())
+	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, MediaType: lt, History: v1.History{CreatedBy: "e2e: a kernel and an initramfs"}})
+	Expect(err).NotTo(HaveOccurred())
+	tag, err := name.ParseReference(fmt.Sprintf("%s/strata/os-base-kernel:%d", registry, time.Now().Unix()), name.Insecure)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(remote.Write(tag, img, remote.WithContext(ctx))).To(Succeed())
+	d, err := img.Digest()
+	Expect(err).NotTo(HaveOccurred())
+	return tag.Context().Name() + "@" + d.String()
+}
