@@ -31,7 +31,7 @@ func run(bin string, args ...string) (string, int) {
 }
 
 func TestBinaries(t *testing.T) {
-	for _, name := range []string{"strata-controller", "strata-daemon", "stratactl"} {
+	for _, name := range []string{"strata-controller", "strata-daemon", "stratactl", "strata-bootdisk"} {
 		t.Run(name, func(t *testing.T) {
 			bin := build(t, name)
 			out, code := run(bin, "--version")

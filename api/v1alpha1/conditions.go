@@ -41,6 +41,13 @@ const (
 	// controller once the image may roll out (approved, when approval is
 	// required); nodes refuse an unsigned image, so the rollout waits.
 	BuildImageSigned = "ImageSigned"
+	// BuildBootDisk (only when the MachineOSConfig has spec.bootDisk):
+	// True once the raw disk of the built image is published
+	// (status.bootDisk.artifact); False while it is made (reason
+	// BootDiskBuilding) or when it could not be (BootDiskFailed, with
+	// the object and field, or the step, that failed). The image rolls
+	// out whatever it says.
+	BuildBootDisk = "BootDisk"
 )
 
 // Condition types of MachineOSConfig.
@@ -130,6 +137,11 @@ const (
 	ReasonAwaitingImageSignature = "AwaitingImageSignature"
 	ReasonBaseImageNotVerified   = "BaseImageNotVerified"
 	ReasonBaseImageVerified      = "BaseImageVerified"
+
+	// Boot disk reasons, of a build's BootDisk condition.
+	ReasonBootDiskBuilding  = "BootDiskBuilding"
+	ReasonBootDiskPublished = "BootDiskPublished"
+	ReasonBootDiskFailed    = "BootDiskFailed"
 )
 
 // Annotation and label keys, all under the Strata prefix.

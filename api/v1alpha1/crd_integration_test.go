@@ -251,9 +251,22 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 		t.Errorf("digested currentImagePullSpec rejected: %v", err)
 	}
 
+	disk := validMOSC("accept-bootdisk")
+	disk.Spec.MachineConfigPool.Name = "accept-bootdisk"
+	disk.Spec.BootDisk = &v1alpha1.BootDisk{}
+	if err := env.Client.Create(ctx, disk); err != nil {
+		t.Errorf("MachineOSConfig with bootDisk: %v", err)
+	} else if disk.Spec.BootDisk.SizeMiB != v1alpha1.DefaultBootDiskSizeMiB {
+		t.Errorf("bootDisk.sizeMiB defaulted to %d, want %d", disk.Spec.BootDisk.SizeMiB, v1alpha1.DefaultBootDiskSizeMiB)
+	}
+
 	mosb := validMOSB("accept-mosb")
 	if err := env.Client.Create(ctx, mosb); err != nil {
 		t.Fatal(err)
+	}
+	mosb.Status.BootDisk = &v1alpha1.BootDiskStatus{Artifact: "127.0.0.1:5000/strata/os@" + digest, Size: 4 << 30, RawDigest: digest, SizeMiB: 4096}
+	if err := env.Client.Status().Update(ctx, mosb); err != nil {
+		t.Errorf("status.bootDisk rejected: %v", err)
 	}
 	// Labels and annotations of a MachineOSBuild may change; its spec may not.
 	mosb.Labels = map[string]string{"x": "y"}
@@ -306,6 +319,27 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 				return env.Client.Create(ctx, m)
 			},
 			want: []string{"spec.renderedImagePushSpec", "registry host"},
+		},
+		{
+			name: "boot disk too small",
+			do: func(n string) error {
+				m := validMOSC(n)
+				m.Spec.BootDisk = &v1alpha1.BootDisk{SizeMiB: 100}
+				return env.Client.Create(ctx, m)
+			},
+			want: []string{"spec.bootDisk.sizeMiB", "greater than or equal to 512"},
+		},
+		{
+			name: "boot disk artifact by tag",
+			do: func(n string) error {
+				b := validMOSB(n)
+				if err := env.Client.Create(ctx, b); err != nil {
+					return err
+				}
+				b.Status.BootDisk = &v1alpha1.BootDiskStatus{Artifact: "127.0.0.1:5000/strata/os:disk"}
+				return env.Client.Status().Update(ctx, b)
+			},
+			want: []string{"status.bootDisk.artifact", "registry/repository@sha256"},
 		},
 		{
 			name: "unknown containerfile arch",

@@ -6,7 +6,7 @@ import (
 
 // BuildStep names the part of a build that failed, so that a person knows
 // where to look.
-// +kubebuilder:validation:Enum=Prepare;PullBase;Auth;Build;Layer;Push;Unknown
+// +kubebuilder:validation:Enum=Prepare;PullBase;Auth;Build;Layer;Push;Disk;Unknown
 type BuildStep string
 
 const (
@@ -22,6 +22,9 @@ const (
 	BuildStepLayer BuildStep = "Layer"
 	// BuildStepPush: the image could not be pushed.
 	BuildStepPush BuildStep = "Push"
+	// BuildStepDisk: the boot disk of the image could not be made (its
+	// image read, its sysroot deployed, its file system written).
+	BuildStepDisk BuildStep = "Disk"
 	// BuildStepUnknown: the builder ended without saying why.
 	BuildStepUnknown BuildStep = "Unknown"
 )
@@ -240,6 +243,13 @@ type MachineOSBuildStatus struct {
 	// +listMapKey=keyFingerprint
 	// +kubebuilder:validation:MaxItems=8
 	Signatures []ImageSignature `json:"signatures,omitempty"`
+
+	// bootDisk is the raw disk image of the built image, when the
+	// MachineOSConfig asks for one (spec.bootDisk): where it is published
+	// and how large it is. The BootDisk condition says whether it is
+	// ready.
+	// +optional
+	BootDisk *BootDiskStatus `json:"bootDisk,omitempty"`
 }
 
 // MachineOSBuild is one build of one set of inputs, named
@@ -256,6 +266,7 @@ type MachineOSBuildStatus struct {
 // +kubebuilder:printcolumn:name="Failed",type=string,JSONPath=`.status.conditions[?(@.type=="Failed")].status`
 // +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.status.strategy`,priority=1
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.digestedImagePushSpec`,priority=1
+// +kubebuilder:printcolumn:name="BootDisk",type=string,JSONPath=`.status.conditions[?(@.type=="BootDisk")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type MachineOSBuild struct {
 	metav1.TypeMeta `json:",inline"`

@@ -166,6 +166,16 @@ type MachineOSConfigSpec struct {
 	// build uses it.
 	// +optional
 	BaseImageVerification *BaseImageVerification `json:"baseImageVerification,omitempty"`
+
+	// bootDisk makes every succeeded build also make a raw disk image of
+	// its image, for new nodes to boot from, published beside the image
+	// in its repository as an OCI artifact (artifact type
+	// application/vnd.strata.bootdisk.raw.v1, the image as its subject).
+	// The build's status.bootDisk names it and its BootDisk condition
+	// says how making it goes; the image rolls out without waiting for
+	// it. Absent: no disk.
+	// +optional
+	BootDisk *BootDisk `json:"bootDisk,omitempty"`
 }
 
 // ImageApproval says whether a built image needs an approval before it

@@ -271,7 +271,7 @@ func podFailure(pod *corev1.Pod) *v1alpha1.BuildFailure {
 func knownStep(s v1alpha1.BuildStep) bool {
 	switch s {
 	case v1alpha1.BuildStepPrepare, v1alpha1.BuildStepPullBase, v1alpha1.BuildStepAuth,
-		v1alpha1.BuildStepBuild, v1alpha1.BuildStepPush, v1alpha1.BuildStepUnknown:
+		v1alpha1.BuildStepBuild, v1alpha1.BuildStepPush, v1alpha1.BuildStepDisk, v1alpha1.BuildStepUnknown:
 		return true
 	}
 	return false

@@ -230,7 +230,7 @@ func TestReadinessWaitsForTheCaches(t *testing.T) {
 
 // TestShippedConfigs: the configuration files the manifests mount parse
 // strictly (a misspelt field would stop the controller at start) and
-// name a builder image.
+// name a builder image and a boot disk image.
 func TestShippedConfigs(t *testing.T) {
 	for _, p := range []string{
 		"../../config/manager/controller-config.yaml",
@@ -241,8 +241,9 @@ func TestShippedConfigs(t *testing.T) {
 			t.Errorf("%s: %v", p, err)
 			continue
 		}
-		if fc.Build.BuilderImage == "" || fc.Build.Namespace != "strata-system" {
-			t.Errorf("%s: builderImage %q, namespace %q; want a builder image and strata-system", p, fc.Build.BuilderImage, fc.Build.Namespace)
+		if fc.Build.BuilderImage == "" || fc.Build.BootDiskImage == "" || fc.Build.Namespace != "strata-system" {
+			t.Errorf("%s: builderImage %q, bootDiskImage %q, namespace %q; want a builder and a boot disk image and strata-system",
+				p, fc.Build.BuilderImage, fc.Build.BootDiskImage, fc.Build.Namespace)
 		}
 	}
 }

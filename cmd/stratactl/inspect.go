@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/spf13/cobra"
 
+	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/containerfile"
 	"github.com/strata-dev/strata/internal/referrers"
 	"github.com/strata-dev/strata/internal/registry"
@@ -289,6 +290,8 @@ func artifactName(t string) string {
 		return "SBOM"
 	case provenance.ArtifactType:
 		return "provenance"
+	case v1alpha1.BootDiskArtifactType:
+		return "boot disk"
 	}
 	return "-"
 }

@@ -33,6 +33,7 @@ func main() {
 	root.AddCommand(newApproveCommand())
 	root.AddCommand(newRejectCommand())
 	root.AddCommand(newInspectCommand())
+	root.AddCommand(newBootDiskCommand())
 	root.AddCommand(newNodeConfigCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "stratactl:", err)

@@ -376,6 +376,9 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 			if err := r.signImage(ctx, s); err != nil {
 				return err
 			}
+			if err := r.bootDisk(ctx, s); err != nil {
+				return err
+			}
 		}
 	case terminal(s.build):
 		// Failed or Interrupted: nothing runs until the inputs change or

@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/strata-dev/strata/builder/diskjob"
 	"github.com/strata-dev/strata/builder/job"
 )
 
@@ -24,6 +25,11 @@ type Config struct {
 	Namespace string `json:"namespace,omitempty"`
 	// BuilderImage runs the builds (Debian with buildah, skopeo and jq).
 	BuilderImage string `json:"builderImage"`
+	// BootDiskImage runs the boot disk Jobs (builder/diskjob): Debian
+	// with ostree and e2fsprogs, and strata-bootdisk. Without it a
+	// MachineOSConfig with spec.bootDisk gets a BootDiskFailed condition
+	// naming this setting; images are built all the same.
+	BootDiskImage string `json:"bootDiskImage,omitempty"`
 	// Arch is the nodes' architecture, which picks the Containerfile
 	// entry (amd64, arm64, ppc64le, s390x).
 	Arch string `json:"arch,omitempty"`
@@ -90,6 +96,21 @@ func (c Config) jobConfig() job.Config {
 		InsecureRegistries:    c.InsecureRegistries,
 		Arch:                  platform(c.Arch).Architecture,
 		VolumeSizeLimits:      c.VolumeSizeLimits,
+		HostUsers:             c.HostUsers,
+	}
+}
+
+// diskJobConfig is the boot disk Jobs' configuration: placed, bounded and
+// reaching registries as the build Jobs.
+func (c Config) diskJobConfig() diskjob.Config {
+	return diskjob.Config{
+		Namespace:             c.Namespace,
+		Image:                 c.BootDiskImage,
+		Placement:             c.Placement,
+		BackoffLimit:          c.BackoffLimit,
+		ActiveDeadlineSeconds: c.ActiveDeadlineSeconds,
+		InsecureRegistries:    c.InsecureRegistries,
+		Arch:                  platform(c.Arch).Architecture,
 		HostUsers:             c.HostUsers,
 	}
 }

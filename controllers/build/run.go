@@ -292,7 +292,7 @@ func (r *Reconciler) deleteJob(ctx context.Context, b *v1alpha1.MachineOSBuild) 
 	if err := r.Client.Delete(ctx, inputs); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Secret %s: %w", name, err)
 	}
-	return nil
+	return r.deleteDiskJob(ctx, b)
 }
 
 func (r *Reconciler) deleteBuild(ctx context.Context, b *v1alpha1.MachineOSBuild) error {

@@ -24,6 +24,10 @@
 #   strata/strata-daemon-sim   the daemon and bootc-sim on daemon-sim-base
 #                    (by digest): the test cluster's real node is no bootc
 #                    host (config/testcluster)
+#   strata/bootdisk-base       images/bootdisk/Containerfile: Debian with
+#                    ostree and e2fsprogs
+#   strata/strata-bootdisk     strata-bootdisk on bootdisk-base (by digest):
+#                    the boot disk Jobs' image (builder/diskjob)
 #
 # Usage: images.sh [all|test]; "test" builds only the test cluster's own
 # images (up.sh), "all" (the default, make images) Strata's too.
@@ -260,4 +264,21 @@ if ! fresh strata-daemon-sim "$h"; then
 	push_layer strata-daemon-sim "$base" "$d" --entrypoint /usr/local/bin/strata-daemon --cmd ''
 	stamp strata-daemon-sim "$h"
 fi
-log "images ready in $REGISTRY: pause busybox os-base debian builder strata-controller strata-daemon daemon-sim-base strata-daemon-sim"
+
+base=$(digest_ref debian)
+h=$( (cat "$root/images/bootdisk/Containerfile" && echo "$base bootdisk-base-v1") | hash)
+if ! fresh bootdisk-base "$h"; then
+	log "building image strata/bootdisk-base (buildah, from $base)"
+	buildah_bud bootdisk "$base" bootdisk-base
+	stamp bootdisk-base "$h"
+fi
+base=$(digest_ref bootdisk-base)
+h=$( (echo "$src $base" && echo strata-bootdisk-v1) | hash)
+if ! fresh strata-bootdisk "$h"; then
+	log "building image strata/strata-bootdisk ($version, on $base)"
+	d=$work/rootfs/strata-bootdisk
+	gobuild "$d/usr/local/bin" ./cmd/strata-bootdisk
+	push_layer strata-bootdisk "$base" "$d" --entrypoint /usr/local/bin/strata-bootdisk --cmd ''
+	stamp strata-bootdisk "$h"
+fi
+log "images ready in $REGISTRY: pause busybox os-base debian builder strata-controller strata-daemon daemon-sim-base strata-daemon-sim bootdisk-base strata-bootdisk"

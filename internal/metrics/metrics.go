@@ -93,12 +93,23 @@ var (
 		Name: "strata_builds_total",
 		Help: "Builds that ended, by result (Succeeded, Failed, Interrupted).",
 	}, []string{"result"})
+	// BootDiskDuration is how long making and publishing a boot disk took.
+	BootDiskDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "strata_boot_disk_duration_seconds",
+		Help:    "Time from a boot disk Job's creation to the disk published or failed, by result.",
+		Buckets: []float64{10, 30, 60, 120, 300, 600, 1200, 2400, 3600},
+	}, []string{"result"})
+	// BootDisks counts boot disks that were published or failed.
+	BootDisks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "strata_boot_disks_total",
+		Help: "Boot disks of built images that ended, by result (Published, Failed).",
+	}, []string{"result"})
 )
 
 // collectors are every metric of this package.
 var collectors = []prometheus.Collector{PoolNodes, PoolUpdatedNodes, PoolDegraded, PoolGateHeld, PoolGateHolds,
 	NodeUpdatePhaseDuration, NodeUpdates, NodeRollbacks, Drains,
-	BuildDuration, BuildStageDuration, Builds}
+	BuildDuration, BuildStageDuration, Builds, BootDiskDuration, BootDisks}
 
 func init() {
 	crmetrics.Registry.MustRegister(collectors...)
@@ -205,4 +216,13 @@ func boolValue(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// BootDiskEnded counts a boot disk that was published or failed and
+// observes how long it took, when known.
+func BootDiskEnded(result string, duration time.Duration, known bool) {
+	BootDisks.WithLabelValues(result).Inc()
+	if known {
+		BootDiskDuration.WithLabelValues(result).Observe(duration.Seconds())
+	}
 }

@@ -112,3 +112,16 @@ func TestBuildEnded(t *testing.T) {
 		t.Errorf("strata_build_stage_duration_seconds{stage=AdminStage}: %d observations, want none (reused)", n)
 	}
 }
+
+// TestBootDiskEnded counts every disk and observes the known durations.
+func TestBootDiskEnded(t *testing.T) {
+	const result = "TestResult"
+	BootDiskEnded(result, 42*time.Second, true)
+	BootDiskEnded(result, 0, false)
+	if got := testutil.ToFloat64(BootDisks.WithLabelValues(result)); got != 2 {
+		t.Errorf("strata_boot_disks_total = %v, want 2", got)
+	}
+	if n, sum := histogram(t, BootDiskDuration.WithLabelValues(result)); n != 1 || sum != 42 {
+		t.Errorf("strata_boot_disk_duration_seconds: %d observations of %vs, want 1 of 42s", n, sum)
+	}
+}

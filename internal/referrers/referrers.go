@@ -120,27 +120,84 @@ func (c Client) Attach(ctx context.Context, image string, kc authn.Keychain, a A
 // Manifest is the referrer manifest of a attached to the image subject
 // describes: the same inputs give the same bytes.
 func Manifest(subject v1.Descriptor, a Artifact) ([]byte, error) {
-	config, err := descriptor(emptyConfig, types.OCIEmptyJSON)
+	layer, err := descriptor(a.Data, types.MediaType(a.Type))
 	if err != nil {
 		return nil, err
 	}
-	layer, err := descriptor(a.Data, types.MediaType(a.Type))
+	return manifestOf(subject, a.Type, layer, a.Annotations)
+}
+
+// manifestOf is the referrer manifest of an artifact of type
+// artifactType whose one layer layer describes.
+func manifestOf(subject v1.Descriptor, artifactType string, layer v1.Descriptor, annotations map[string]string) ([]byte, error) {
+	config, err := descriptor(emptyConfig, types.OCIEmptyJSON)
 	if err != nil {
 		return nil, err
 	}
 	m := v1.Manifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIManifestSchema1,
-		ArtifactType:  a.Type,
+		ArtifactType:  artifactType,
 		Config:        config,
 		Layers:        []v1.Descriptor{layer},
 		Subject:       &v1.Descriptor{MediaType: subject.MediaType, Size: subject.Size, Digest: subject.Digest},
 	}
-	if len(a.Annotations) > 0 {
-		m.Annotations = maps.Clone(a.Annotations)
+	if len(annotations) > 0 {
+		m.Annotations = maps.Clone(annotations)
 	}
 	// encoding/json writes struct fields in order and map keys sorted.
 	return json.Marshal(m)
+}
+
+// AttachLayer stores layer (its compressed form, as it is: a blob of
+// layer's media type) as a referrer of image of type artifactType, for
+// artifacts too large to hold in memory (a boot disk). Unlike Attach it
+// sets no deadline of its own on the upload, which takes as long as the
+// blob needs: ctx bounds it. Attaching the same blob again gives the same
+// referrer and uploads nothing.
+func (c Client) AttachLayer(ctx context.Context, image string, kc authn.Keychain, artifactType string, layer v1.Layer, annotations map[string]string) (Referrer, error) {
+	subject, err := c.image(image)
+	if err != nil {
+		return Referrer{}, err
+	}
+	if artifactType == "" {
+		return Referrer{}, errors.New("the artifact has no type")
+	}
+	opts := registry.Options(ctx, kc)
+	desc, err := remote.Head(subject, opts...)
+	if err != nil {
+		return Referrer{}, fmt.Errorf("read %s: %w", image, err)
+	}
+	digest, err := layer.Digest()
+	if err != nil {
+		return Referrer{}, err
+	}
+	size, err := layer.Size()
+	if err != nil {
+		return Referrer{}, err
+	}
+	mt, err := layer.MediaType()
+	if err != nil {
+		return Referrer{}, err
+	}
+	raw, err := manifestOf(*desc, artifactType, v1.Descriptor{MediaType: mt, Size: size, Digest: digest}, annotations)
+	if err != nil {
+		return Referrer{}, err
+	}
+	repo := subject.Context()
+	for _, blob := range []v1.Layer{static.NewLayer(emptyConfig, types.OCIEmptyJSON), layer} {
+		if err := remote.WriteLayer(repo, blob, opts...); err != nil {
+			return Referrer{}, fmt.Errorf("upload the %s artifact of %s: %w", artifactType, image, err)
+		}
+	}
+	md, msize, err := v1.SHA256(bytes.NewReader(raw))
+	if err != nil {
+		return Referrer{}, err
+	}
+	if err := remote.Put(repo.Digest(md.String()), rawManifest(raw), opts...); err != nil {
+		return Referrer{}, fmt.Errorf("push the %s referrer of %s: %w", artifactType, image, err)
+	}
+	return Referrer{ArtifactType: artifactType, Digest: md, Size: msize, Annotations: annotations}, nil
 }
 
 func descriptor(data []byte, mt types.MediaType) (v1.Descriptor, error) {
