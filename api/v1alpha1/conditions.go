@@ -223,7 +223,7 @@ const (
 	DisruptionAnnotation         = Prefix + "disruption"
 	BootedImageAnnotation        = Prefix + "bootedImage"
 	// DrainStartedAnnotation records when the controller first cordoned
-	// the node for the current drain request (RFC 3339), so that the
+	// the node for the current drain request (RFC 3339, to the nanosecond), so that the
 	// drain timeout survives a restart of the controller.
 	DrainStartedAnnotation = Prefix + "drainStarted"
 	// CordonedForAnnotation, written by the controller, records that it

@@ -253,8 +253,10 @@ func (r *DrainReconciler) markStarted(ctx context.Context, node *corev1.Node) (t
 	if t, err := time.Parse(time.RFC3339, node.Annotations[v1alpha1.DrainStartedAnnotation]); err == nil {
 		return t, nil
 	}
-	now := time.Now().UTC().Truncate(time.Second)
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.DrainStartedAnnotation, now.Format(time.RFC3339))
+	// Full precision: a start cut to the second would end the drain
+	// timeout up to a second early.
+	now := time.Now().UTC()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.DrainStartedAnnotation, now.Format(time.RFC3339Nano))
 	if _, err := r.Kube.CoreV1().Nodes().Patch(ctx, node.Name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
 		return now, fmt.Errorf("record the drain start of node %s: %w", node.Name, err)
 	}
