@@ -82,18 +82,19 @@ build: ## Build the binaries into bin/.
 infra: ## Build and cache the test environment's binaries under .infra/.
 	hack/setup-infra.sh envtest
 
-# The controller binary's tests (they build and run strata-controller) and
-# the scale test take over half a minute each; they are kept out of make
-# test so that it stays under five minutes. test-heavy runs them, and
-# .ci/run runs both.
-HEAVY_PKGS := ./cmd/strata-controller/... ./test/scale/...
+# The packages whose tests run Strata's binaries or whole updates on the
+# simulator (the commands, the daemon's rollouts, the simulated nodes, the
+# build controller's builds) and the scale test take a minute or more each;
+# they are kept out of make test so that it stays under five minutes.
+# test-heavy runs them, and .ci/run runs both.
+HEAVY_PKGS := ./cmd/... ./controllers/build ./rollout ./test/simnode ./test/scale/...
 
 .PHONY: test
 test: infra ## Run unit and envtest integration tests (all but HEAVY_PKGS: make test-heavy).
-	go test -count=1 $$(go list ./... | grep -v -e /cmd/strata-controller -e /test/scale)
+	heavy=$$(go list $(HEAVY_PKGS)) && go test -count=1 $$(go list ./... | grep -vxF "$$heavy")
 
 .PHONY: test-heavy
-test-heavy: infra ## Run the heavy packages: the controller binary's tests and the scale test.
+test-heavy: infra ## Run the heavy packages: commands, rollouts and simulated nodes end to end, builds, scale.
 	go test -count=1 $(HEAVY_PKGS)
 
 .PHONY: bench-memory
