@@ -158,6 +158,20 @@ bench-rollout: cluster-infra ## Time one change under each disruption (Restart, 
 	rc=0; { hack/cluster/up.sh && hack/cluster/deploy.sh && go run ./hack/benchrollout $(BENCH_ARGS); } || rc=$$?; \
 	[ -n "$${STRATA_E2E_KEEP_CLUSTER:-}" ] || hack/cluster/down.sh || rc=1; exit $$rc
 
+##@ Virtual machines
+
+# Real boots under QEMU (software emulation, one core and about 0.5 GB per
+# VM): a bootable Debian 12 base (hack/vm/base.sh, cached under .infra/vm)
+# booted from a boot disk (bootdisk/) by the harness in test/vm.
+
+.PHONY: vm-base
+vm-base: cluster-infra ## Build the VM tier's bootable Debian 12 base into the test registry (strata/vm-base:bookworm) and its GRUB -kernel image.
+	hack/vm/base.sh
+
+.PHONY: test-vm
+test-vm: cluster-infra ## Run the VM tier (test/vm, build tag vm) on the test cluster with real boots under QEMU, then tear the cluster down (always).
+	hack/vm/test.sh
+
 ##@ Tools
 
 .PHONY: tools
