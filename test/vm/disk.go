@@ -1,0 +1,64 @@
+package vm
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/strata-dev/strata/bootdisk"
+)
+
+// BaseImage is the bootable base hack/vm/base.sh pushes (make vm-base);
+// STRATA_VM_BASE names another.
+func BaseImage() string {
+	if s := os.Getenv("STRATA_VM_BASE"); s != "" {
+		return s
+	}
+	return "127.0.0.1:5000/strata/vm-base:bookworm"
+}
+
+// Disk returns a boot disk of the image ref (a tag or a digest; the
+// registry is read over plain HTTP), made by bootdisk.Build and cached
+// under .infra/vm/disks by the image's digest: a VM's disk is an overlay
+// of it, so one copy serves every test. It also returns the image by
+// digest.
+func Disk(t testing.TB, ref string) (disk, digestRef string) {
+	t.Helper()
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(r)
+	if err != nil {
+		t.Fatalf("read %s: %v", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	digestRef = r.Context().Digest(d.String()).String()
+	dir := filepath.Join(infraVM(t), "disks")
+	disk = filepath.Join(dir, d.Hex+".raw")
+	if _, err := os.Stat(disk); err == nil {
+		return disk, digestRef
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	tmp := disk + ".tmp"
+	if err := bootdisk.Build(context.Background(), tmp, bootdisk.Options{Image: img, Reference: digestRef, WorkDir: dir}); err != nil {
+		_ = os.Remove(tmp)
+		t.Fatalf("boot disk of %s: %v", digestRef, err)
+	}
+	if err := os.Rename(tmp, disk); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("boot disk of %s made in %s", digestRef, time.Since(start).Round(time.Second))
+	return disk, digestRef
+}
