@@ -3,6 +3,8 @@ package vm
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -86,37 +88,39 @@ func infraVM(t testing.TB) string {
 }
 
 var (
-	relayOnce sync.Once
-	relayPath string
-	relayErr  error
+	buildMu sync.Mutex
+	built   = map[string]string{}
 )
 
-// relay builds vmrelay once per test binary.
-func relay(t testing.TB) string {
+// goBuild builds the working tree's package pkg (./cmd/...) as a static
+// binary under .infra/vm/bin, once per test binary, and returns its path.
+func goBuild(t testing.TB, pkg string) string {
 	t.Helper()
-	relayOnce.Do(func() {
-		root, err := testenv.RepoRoot()
-		if err != nil {
-			relayErr = err
-			return
-		}
-		dir := filepath.Join(root, ".infra", "vm", "bin")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			relayErr = err
-			return
-		}
-		relayPath = filepath.Join(dir, "vmrelay")
-		cmd := exec.Command("go", "build", "-o", relayPath, "./test/vm/vmrelay")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			relayErr = fmt.Errorf("go build vmrelay: %w: %s", err, out)
-		}
-	})
-	if relayErr != nil {
-		t.Fatal(relayErr)
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p
 	}
-	return relayPath
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags, err := os.ReadFile(filepath.Join(root, "hack", "go-tags"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// .infra may be shared by several checkouts (worktrees): one
+	// directory of binaries per checkout.
+	sum := sha256.Sum256([]byte(root))
+	out := filepath.Join(root, ".infra", "vm", "bin", hex.EncodeToString(sum[:4]), filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", strings.TrimSpace(string(tags)), "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v: %s", pkg, err, b)
+	}
+	built[pkg] = out
+	return out
 }
 
 // Start boots a VM and kills it when the test ends.
@@ -155,7 +159,7 @@ func Start(t testing.TB, c Config) *VM {
 
 	netdev := "user,id=n0,restrict=on"
 	for _, p := range c.Ports {
-		netdev += fmt.Sprintf(",guestfwd=tcp:%s:%d-cmd:%s %d", GuestHost, p, relay(t), p)
+		netdev += fmt.Sprintf(",guestfwd=tcp:%s:%d-cmd:%s %d", GuestHost, p, goBuild(t, "./test/vm/vmrelay"), p)
 	}
 	args := []string{
 		"-accel", "tcg,tb-size=128", "-m", strconv.Itoa(mem), "-smp", "1",
