@@ -59,7 +59,7 @@ vet: ## Run go vet.
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
-	$(GOLANGCI_LINT) run --build-tags e2e,$(GO_TAGS) ./...
+	$(GOLANGCI_LINT) run --build-tags e2e,vm,$(GO_TAGS) ./...
 
 .PHONY: verify
 verify: generate manifests ## Regenerate and fail on any diff; check that the daemon links no buildkit; lint.
