@@ -145,7 +145,7 @@ fi
 # --- the top layer from the working tree: strata/vm-base
 t=$work/tmp/top
 sd=$t/usr/lib/systemd/system
-mkdir -p "$sd/sockets.target.wants" "$sd/multi-user.target.wants" "$sd/dev-vdb.device.wants" "$sd/run-configdrive.mount.wants" "$t/usr/libexec/strata" "$t/usr/bin"
+mkdir -p "$sd/sockets.target.wants" "$sd/multi-user.target.wants" "$sd/run-configdrive.mount.wants" "$t/usr/libexec/strata" "$t/usr/bin"
 
 # The guest's bootc: a small program of ours (test/vmbootc/bootc, issue 22)
 # doing what bootc does with Debian's ostree; STRATA_VM_BOOTC names a
@@ -207,7 +207,12 @@ Where=/run/configdrive
 Type=ext4
 Options=ro,noload
 EOF
-ln -s ../run-configdrive.mount "$sd/dev-vdb.device.wants/"
+# udev pulls the mount in when the disk appears (a .wants directory of a
+# device unit is not read).
+mkdir -p "$t/usr/lib/udev/rules.d"
+cat >"$t/usr/lib/udev/rules.d/90-strata-configdrive.rules" <<'EOF'
+KERNEL=="vdb", SUBSYSTEM=="block", TAG+="systemd", ENV{SYSTEMD_WANTS}+="run-configdrive.mount"
+EOF
 
 cat >"$sd/strata-daemon.service" <<EOF
 [Unit]

@@ -3,6 +3,7 @@
 package vm_test
 
 import (
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,11 +38,18 @@ if timeout 5 bash -c 'exec 3<>/dev/tcp/10.0.2.2/5000' 2>/dev/null; then echo "ga
 // network, which reaches the host's registry at 127.0.0.1:5000 through
 // the relays and nothing else.
 func TestBootBase(t *testing.T) {
-	disk, _ := vm.Disk(t, vm.BaseImage())
+	disk, base := vm.Disk(t, vm.BaseImage())
+	// The registry the base came from (the test cluster's, unless
+	// STRATA_VM_BASE names another) is the guest's 127.0.0.1:5000.
+	h, p, err := net.SplitHostPort(strings.SplitN(base, "/", 2)[0])
+	host, perr := strconv.Atoi(p)
+	if err != nil || perr != nil || h != "127.0.0.1" {
+		t.Fatalf("the base %s is not in a registry on 127.0.0.1", base)
+	}
 	start := time.Now()
 	v := vm.Start(t, vm.Config{
 		Disk:        disk,
-		Ports:       []int{registryPort},
+		Ports:       map[int]int{registryPort: host},
 		ConfigDrive: []vm.File{{Name: "probe", Data: []byte(probe), Mode: 0o755}},
 	})
 	m := v.WaitMarker(t, "multi-user", 5*time.Minute)

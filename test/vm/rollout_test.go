@@ -106,7 +106,7 @@ func TestRealRollout(t *testing.T) {
 	node := vm.JoinNode(t, ctx, kc, map[string]string{vmLabel: "true"})
 	v := vm.Start(t, vm.Config{
 		Disk:        disk,
-		Ports:       []int{apiserverPort, registryPort},
+		Ports:       map[int]int{apiserverPort: apiserverPort, registryPort: registryPort},
 		ConfigDrive: append(node.ConfigDrive, vm.File{Name: "probe", Data: []byte(factsProbe), Mode: 0o755}),
 	})
 	first := v.WaitMarker(t, "multi-user", 6*time.Minute)

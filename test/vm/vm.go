@@ -6,10 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,9 +44,10 @@ type Config struct {
 	Kernel string
 	// MemoryMiB is the guest's memory; 0: 640.
 	MemoryMiB int
-	// Ports are the host's loopback ports the guest may reach, at
-	// GuestHost:PORT.
-	Ports []int
+	// Ports are the host's loopback ports the guest may reach: the host's
+	// 127.0.0.1:Ports[p] at GuestHost:p (the base image relays the guest's
+	// own 127.0.0.1:p there for the API server's and the registry's p).
+	Ports map[int]int
 	// ConfigDrive is the config drive's content (the second virtio disk,
 	// /dev/vdb); empty: no drive.
 	ConfigDrive []File
@@ -158,8 +161,8 @@ func Start(t testing.TB, c Config) *VM {
 	}
 
 	netdev := "user,id=n0,restrict=on"
-	for _, p := range c.Ports {
-		netdev += fmt.Sprintf(",guestfwd=tcp:%s:%d-cmd:%s %d", GuestHost, p, goBuild(t, "./test/vm/vmrelay"), p)
+	for _, g := range slices.Sorted(maps.Keys(c.Ports)) {
+		netdev += fmt.Sprintf(",guestfwd=tcp:%s:%d-cmd:%s %d", GuestHost, g, goBuild(t, "./test/vm/vmrelay"), c.Ports[g])
 	}
 	args := []string{
 		"-accel", "tcg,tb-size=128", "-m", strconv.Itoa(mem), "-smp", "1",
