@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,10 +43,10 @@ type Node struct {
 // JoinNode registers a Node for a VM, kept Ready by kwok as the simulated
 // nodes are (labels plus simnode's label and taint), and makes its daemon's
 // credentials: a token of the strata-daemon ServiceAccount bound to a
-// placeholder pod on that Node, which kwok runs, so that the API server
-// names the node in the token and the daemon's ValidatingAdmissionPolicy
-// confines it to that Node, as for a daemon pod on a real node. Node and
-// pod are deleted when the test ends.
+// placeholder DaemonSet pod on that Node, which kwok runs, so that the API
+// server names the node in the token and the daemon's
+// ValidatingAdmissionPolicy confines it to that Node, as for a daemon pod
+// on a real node. Node and DaemonSet are deleted when the test ends.
 func JoinNode(t testing.TB, ctx context.Context, kubeconfig string, labels map[string]string) *Node {
 	t.Helper()
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -76,25 +77,49 @@ func JoinNode(t testing.TB, ctx context.Context, kubeconfig string, labels map[s
 		}
 	})
 
-	pod, err := cs.CoreV1().Pods(DaemonNamespace).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "vm-daemon-" + name, Labels: map[string]string{"strata.dev/vm-daemon": name}},
-		Spec: corev1.PodSpec{
-			NodeName:           name,
-			ServiceAccountName: DaemonServiceAccount,
-			Tolerations:        []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			// kwok runs it; nothing pulls or starts the image.
-			Containers: []corev1.Container{{Name: "placeholder", Image: "127.0.0.1:5000/strata/pause:latest"}},
+	// A DaemonSet of one placeholder pod on the Node (kwok runs it;
+	// nothing pulls or starts its image): the token is bound to a pod the
+	// drain before a reboot leaves alone, as it leaves the real daemon's.
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm-daemon-" + name},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"strata.dev/vm-daemon": name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"strata.dev/vm-daemon": name}},
+				Spec: corev1.PodSpec{
+					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+						RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+							MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{name}}},
+						}}},
+					}},
+					ServiceAccountName: DaemonServiceAccount,
+					Tolerations:        []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					Containers:         []corev1.Container{{Name: "placeholder", Image: "127.0.0.1:5000/strata/pause:latest"}},
+				},
+			},
 		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create the placeholder pod of node %s: %v", name, err)
+	}
+	if _, err := cs.AppsV1().DaemonSets(DaemonNamespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create the placeholder DaemonSet of node %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		err := cs.CoreV1().Pods(DaemonNamespace).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		err := cs.AppsV1().DaemonSets(DaemonNamespace).Delete(context.Background(), ds.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
 		if err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete pod %s: %v", pod.Name, err)
+			t.Errorf("delete daemonset %s: %v", ds.Name, err)
 		}
 	})
+	var pod *corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(DaemonNamespace).List(ctx, metav1.ListOptions{LabelSelector: "strata.dev/vm-daemon=" + name})
+		if err != nil || len(pods.Items) == 0 {
+			return false, err
+		}
+		pod = &pods.Items[0]
+		return pod.Spec.NodeName == name, nil
+	})
+	if err != nil {
+		t.Fatalf("no placeholder pod on node %s: %v", name, err)
+	}
 	tok, err := cs.CoreV1().ServiceAccounts(DaemonNamespace).CreateToken(ctx, DaemonServiceAccount, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{
 			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
