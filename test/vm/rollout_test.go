@@ -138,17 +138,20 @@ func TestRealRollout(t *testing.T) {
 		},
 	}
 	mc := vmConfig("one")
-	mosc := &v1alpha1.MachineOSConfig{
-		ObjectMeta: metav1.ObjectMeta{Name: vmPool},
-		Spec: v1alpha1.MachineOSConfigSpec{
-			MachineConfigPool:       v1alpha1.LocalObjectReference{Name: vmPool},
-			ImageBuilder:            v1alpha1.MachineOSImageBuilder{ImageBuilderType: v1alpha1.JobBuilder},
-			BaseImagePullSpec:       base,
-			RenderedImagePushSecret: v1alpha1.SecretReference{Name: "vm-push"},
-			RenderedImagePullSecret: &v1alpha1.SecretReference{Name: "vm-pull"},
-			RenderedImagePushSpec:   "127.0.0.1:5000/strata/vm-rollout:latest",
-		},
+	newMOSC := func() *v1alpha1.MachineOSConfig {
+		return &v1alpha1.MachineOSConfig{
+			ObjectMeta: metav1.ObjectMeta{Name: vmPool},
+			Spec: v1alpha1.MachineOSConfigSpec{
+				MachineConfigPool:       v1alpha1.LocalObjectReference{Name: vmPool},
+				ImageBuilder:            v1alpha1.MachineOSImageBuilder{ImageBuilderType: v1alpha1.JobBuilder},
+				BaseImagePullSpec:       base,
+				RenderedImagePushSecret: v1alpha1.SecretReference{Name: "vm-push"},
+				RenderedImagePullSecret: &v1alpha1.SecretReference{Name: "vm-pull"},
+				RenderedImagePushSpec:   "127.0.0.1:5000/strata/vm-rollout:latest",
+			},
+		}
 	}
+	mosc := newMOSC()
 	for _, o := range []client.Object{pool, mc, mosc} {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
@@ -217,8 +220,9 @@ func TestRealRollout(t *testing.T) {
 	if err := c.Update(ctx, mc); err != nil {
 		t.Fatal(err)
 	}
-	mosc.ResourceVersion = ""
-	if err := c.Create(ctx, mosc); err != nil {
+	// Without a MachineOSConfig only /var-bound files reach the node, so
+	// the mask waits for the image built from it.
+	if err := c.Create(ctx, newMOSC()); err != nil {
 		t.Fatal(err)
 	}
 	bad := waitBuilt(t, ctx, c)
