@@ -2,6 +2,8 @@ package vm
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,9 +26,9 @@ func BaseImage() string {
 
 // Disk returns a boot disk of the image ref (a tag or a digest; the
 // registry is read over plain HTTP), made by bootdisk.Build and cached
-// under .infra/vm/disks by the image's digest: a VM's disk is an overlay
-// of it, so one copy serves every test. It also returns the image by
-// digest.
+// under .infra/vm/disks by the image's reference by digest (which the
+// disk's origin names): a VM's disk is an overlay of it, so one copy
+// serves every test. It also returns that reference.
 func Disk(t testing.TB, ref string) (disk, digestRef string) {
 	t.Helper()
 	r, err := name.ParseReference(ref, name.Insecure)
@@ -43,7 +45,8 @@ func Disk(t testing.TB, ref string) (disk, digestRef string) {
 	}
 	digestRef = r.Context().Digest(d.String()).String()
 	dir := filepath.Join(infraVM(t), "disks")
-	disk = filepath.Join(dir, d.Hex+".raw")
+	key := sha256.Sum256([]byte(digestRef))
+	disk = filepath.Join(dir, hex.EncodeToString(key[:12])+".raw")
 	if _, err := os.Stat(disk); err == nil {
 		return disk, digestRef
 	}
