@@ -226,6 +226,9 @@ Environment=KUBECONFIG=/run/configdrive/kubeconfig
 ExecStart=/run/configdrive/strata-daemon --bootc-command bootc --reboot-command "systemctl reboot" --systemctl-command systemctl --insecure-registry $REGISTRY
 Restart=always
 RestartSec=2
+# Also on the console, which the harness keeps: the tests cannot log in.
+StandardOutput=journal+console
+StandardError=journal+console
 EOF
 ln -s ../strata-daemon.service "$sd/run-configdrive.mount.wants/"
 
