@@ -161,7 +161,7 @@ func TestRealRollout(t *testing.T) {
 
 	// The change: one real reboot into the built image.
 	start = time.Now()
-	image := waitBuilt(t, ctx, c)
+	image, render := waitBuilt(t, ctx, c, mc.Name, "")
 	t.Logf("switch: image %s built in %s", image, time.Since(start).Round(time.Second))
 	second := v.WaitMarker(t, "multi-user", 10*time.Minute)
 	t.Logf("switch: rebooted into %s after %s", second.Deployment, time.Since(start).Round(time.Second))
@@ -220,12 +220,21 @@ func TestRealRollout(t *testing.T) {
 	if err := c.Update(ctx, mc); err != nil {
 		t.Fatal(err)
 	}
+	// The MachineOSConfig builds the new render only.
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p := &v1alpha1.MachineConfigPool{}
+		err := c.Get(ctx, client.ObjectKey{Name: vmPool}, p)
+		return err == nil && p.Status.Configuration.Name != "" && p.Status.Configuration.Name != render, err
+	})
+	if err != nil {
+		t.Fatalf("the pool does not render the broken MachineConfig: %v", err)
+	}
 	// Without a MachineOSConfig only /var-bound files reach the node, so
 	// the mask waits for the image built from it.
 	if err := c.Create(ctx, newMOSC()); err != nil {
 		t.Fatal(err)
 	}
-	bad := waitBuilt(t, ctx, c)
+	bad, _ := waitBuilt(t, ctx, c, mc.Name, render)
 	fourth := v.WaitMarker(t, "multi-user", 10*time.Minute)
 	if fourth.Deployment == third.Deployment {
 		t.Fatalf("the VM did not boot the broken image %s: %+v", bad, fourth)
@@ -247,11 +256,22 @@ func TestRealRollout(t *testing.T) {
 	}
 }
 
-// waitBuilt waits for the pool's MachineOSBuild and returns its image.
-func waitBuilt(t *testing.T, ctx context.Context, c client.Client) string {
+// waitBuilt waits until the pool renders a configuration other than
+// notRender that merges mc, and its MachineOSConfig's build of that
+// configuration succeeds; it returns the image and the configuration.
+// (The pool's first renders may lack mc, and their builds are not the
+// image the node ends on.)
+func waitBuilt(t *testing.T, ctx context.Context, c client.Client, mc, notRender string) (image, render string) {
 	t.Helper()
-	var image string
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p := &v1alpha1.MachineConfigPool{}
+		if err := c.Get(ctx, client.ObjectKey{Name: vmPool}, p); err != nil {
+			return false, err
+		}
+		render = p.Status.Configuration.Name
+		if render == "" || render == notRender || !slices.ContainsFunc(p.Status.Configuration.Source, func(r corev1.ObjectReference) bool { return r.Name == mc }) {
+			return false, nil
+		}
 		m := &v1alpha1.MachineOSConfig{}
 		if err := c.Get(ctx, client.ObjectKey{Name: vmPool}, m); err != nil || m.Status.MachineOSBuild == nil {
 			return false, client.IgnoreNotFound(err)
@@ -264,12 +284,12 @@ func waitBuilt(t *testing.T, ctx context.Context, c client.Client) string {
 			return false, fmt.Errorf("build %s failed: %+v", b.Name, b.Status.Failure)
 		}
 		image = b.Status.DigestedImagePushSpec
-		return meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildSucceeded), nil
+		return b.Spec.MachineConfig.Name == render && meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildSucceeded), nil
 	})
 	if err != nil {
 		t.Fatalf("the pool's image: %v", err)
 	}
-	return image
+	return image, render
 }
 
 // waitNode waits until the VM's daemon reports image as current (and
