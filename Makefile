@@ -59,7 +59,7 @@ vet: ## Run go vet.
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
-	$(GOLANGCI_LINT) run --build-tags e2e,$(GO_TAGS) ./...
+	$(GOLANGCI_LINT) run --build-tags e2e,vm,$(GO_TAGS) ./...
 
 .PHONY: verify
 verify: generate manifests ## Regenerate and fail on any diff; check that the daemon links no buildkit; lint.
@@ -158,6 +158,20 @@ bench-build: cluster-infra ## Time a configuration-only change with each build s
 bench-rollout: cluster-infra ## Time one change under each disruption (Restart, SoftReboot, Reboot, kernel argument) on 10 simulated nodes; fails on a missed goal (starts and stops the test cluster).
 	rc=0; { hack/cluster/up.sh && hack/cluster/deploy.sh && go run ./hack/benchrollout $(BENCH_ARGS); } || rc=$$?; \
 	[ -n "$${STRATA_E2E_KEEP_CLUSTER:-}" ] || hack/cluster/down.sh || rc=1; exit $$rc
+
+##@ Virtual machines
+
+# Real boots under QEMU (software emulation, one core and about 0.5 GB per
+# VM): a bootable Debian 12 base (hack/vm/base.sh, cached under .infra/vm)
+# booted from a boot disk (bootdisk/) by the harness in test/vm.
+
+.PHONY: vm-base
+vm-base: cluster-infra ## Build the VM tier's bootable Debian 12 base into the test registry (strata/vm-base:bookworm) and its GRUB -kernel image.
+	hack/vm/base.sh
+
+.PHONY: test-vm
+test-vm: cluster-infra ## Run the VM tier (test/vm, build tag vm) on the test cluster with real boots under QEMU, then tear the cluster down (always).
+	hack/vm/test.sh
 
 ##@ Tools
 

@@ -1,0 +1,82 @@
+package vm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/strata-dev/strata/bootdisk"
+)
+
+// BaseImage is the bootable base hack/vm/base.sh pushes (make vm-base);
+// STRATA_VM_BASE names another.
+func BaseImage() string {
+	if s := os.Getenv("STRATA_VM_BASE"); s != "" {
+		return s
+	}
+	return "127.0.0.1:5000/strata/vm-base:bookworm"
+}
+
+// Disk returns a boot disk of the image ref (a tag or a digest; the
+// registry is read over plain HTTP), made by bootdisk.Build and cached
+// under .infra/vm/disks by the image's reference by digest (which the
+// disk's origin names): a VM's disk is an overlay of it, so one copy
+// serves every test. It also returns that reference.
+func Disk(t testing.TB, ref string) (disk, digestRef string) {
+	t.Helper()
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(r)
+	if err != nil {
+		t.Fatalf("read %s: %v", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	digestRef = r.Context().Digest(d.String()).String()
+	dir := filepath.Join(infraVM(t), "disks")
+	key := sha256.Sum256([]byte(digestRef))
+	disk = filepath.Join(dir, hex.EncodeToString(key[:12])+".raw")
+	if _, err := os.Stat(disk); err == nil {
+		// Used now: pruneDisks keeps it.
+		now := time.Now()
+		_ = os.Chtimes(disk, now, now)
+		return disk, digestRef
+	}
+	pruneDisks(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	tmp := disk + ".tmp"
+	if err := bootdisk.Build(context.Background(), tmp, bootdisk.Options{Image: img, Reference: digestRef, WorkDir: dir}); err != nil {
+		_ = os.Remove(tmp)
+		t.Fatalf("boot disk of %s: %v", digestRef, err)
+	}
+	if err := os.Rename(tmp, disk); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("boot disk of %s made in %s", digestRef, time.Since(start).Round(time.Second))
+	return disk, digestRef
+}
+
+// pruneDisks removes the cached disks no test used for a day: each base
+// build makes a new one (about 350 MB of a sparse 4 GiB file).
+func pruneDisks(dir string) {
+	old, _ := filepath.Glob(filepath.Join(dir, "*.raw"))
+	for _, p := range old {
+		if fi, err := os.Stat(p); err == nil && time.Since(fi.ModTime()) > 24*time.Hour {
+			_ = os.Remove(p)
+		}
+	}
+}
