@@ -17,13 +17,17 @@
 //     first other deployment, queued when it comes before the booted one
 //     in the boot loader order. The image reference comes from the
 //     deployment's origin (container-image-reference), the digest from
-//     the commit's ostree.manifest-digest. softRebootCapable is always
+//     the image ref (strata/image/<digest hex>) naming the deployed
+//     commit, the rest from package ostreeimage's Lookup, cached per
+//     commit in /run (each ostree run costs about a second in the
+//     emulated guest). softRebootCapable is always
 //     false: Debian 12's systemd 252 has no soft-reboot.
 //   - switch [--transport registry] [--retain] IMAGE: pull with
 //     go-containerregistry and the node's auth file (the first of
 //     /run/ostree/auth.json, /etc/ostree/auth.json,
-//     /usr/lib/ostree/auth.json), commit into the sysroot's repository,
-//     then `ostree admin deploy --stage` with bootc's origin and bootc's
+//     /usr/lib/ostree/auth.json), import into the sysroot's repository
+//     with package ostreeimage (one commit per layer, reused: an image
+//     derived from the booted one commits only its new layers), then `ostree admin deploy --stage` with bootc's origin and bootc's
 //     kernel-argument merge (the booted deployment's arguments, less the
 //     booted image's kargs.d, plus the new image's). Switching to the
 //     image the spec already names prints "Image specification is

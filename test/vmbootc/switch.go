@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/strata-dev/strata/internal/registry"
+	"github.com/strata-dev/strata/ostreeimage"
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/test/bootcsim"
 )
@@ -69,8 +70,8 @@ func (s *System) Switch(ctx context.Context, image string, o SwitchOptions) (cha
 	if err != nil {
 		return false, fmt.Errorf("kernel arguments of the booted image: %w", err)
 	}
-	kargs := MergeKargs(v.booted.Kargs, oldKargs, im.Kargs)
-	if err := s.stage(ctx, v, im.Checksum, Origin{Image: ref.String()}, kargs); err != nil {
+	kargs := ostreeimage.MergeKargs(v.booted.Kargs, oldKargs, im.Kargs)
+	if err := s.stage(ctx, v, im.Checksum, ostreeimage.Origin{Image: ref.String()}, kargs); err != nil {
 		return false, err
 	}
 	if err := s.removeUnusedImages(ctx); err != nil {
@@ -87,7 +88,7 @@ func (s *System) Switch(ctx context.Context, image string, o SwitchOptions) (cha
 // stage deploys csum as the staged deployment. Staged, booted and one
 // rollback deployment stay; a staged deployment there was and older
 // rollbacks go first, as bootc keeps no more.
-func (s *System) stage(ctx context.Context, v *view, csum string, o Origin, kargs []string) error {
+func (s *System) stage(ctx context.Context, v *view, csum string, o ostreeimage.Origin, kargs []string) error {
 	if err := s.prune(ctx, v); err != nil {
 		return err
 	}
@@ -124,27 +125,6 @@ func (s *System) stage(ctx context.Context, v *view, csum string, o Origin, karg
 	return writeFileAtomic(filepath.Join(s.Run, stagedFile), []byte(deps[0].Name()+"\n"))
 }
 
-// removeUnusedImages forgets the images no deployment uses, as bootc
-// prunes them; ostree's next prune (every deploy and undeploy) removes
-// their objects.
-func (s *System) removeUnusedImages(ctx context.Context) error {
-	deps, err := s.Deployments()
-	if err != nil {
-		return err
-	}
-	var keep []string
-	for _, d := range deps {
-		digest, err := metadataString(ctx, s.ostreeArgv(), s.repo(), d.Checksum, metaDigest)
-		if err != nil {
-			return err
-		}
-		if digest != "" {
-			keep = append(keep, digest)
-		}
-	}
-	return s.images().RemoveUnused(ctx, keep)
-}
-
 // prune undeploys the staged deployment and every deployment after the
 // first rollback one, from the last.
 func (s *System) prune(ctx context.Context, v *view) error {
@@ -178,7 +158,7 @@ func (s *System) undeploy(ctx context.Context, d Deployment) error {
 
 // pull finds the image committed already (by digest) or pulls and
 // imports it.
-func (s *System) pull(ctx context.Context, ref name.Reference) (*Image, error) {
+func (s *System) pull(ctx context.Context, ref name.Reference) (*ostreeimage.Image, error) {
 	if d, ok := ref.(name.Digest); ok {
 		im, found, err := s.images().Lookup(ctx, d.DigestStr())
 		if err != nil || found {
@@ -199,6 +179,7 @@ func (s *System) pull(ctx context.Context, ref name.Reference) (*Image, error) {
 	if err != nil {
 		return nil, pullError(ref, authFile, err)
 	}
+	s.remember(im)
 	return im, nil
 }
 

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/strata-dev/strata/ostreeimage"
 )
 
 // System is one ostree system as bootc sees it. The zero value of each
@@ -36,9 +38,6 @@ type System struct {
 	Live bool
 	// Ostree is the ostree command; default {"ostree"}.
 	Ostree []string
-	// Images imports pulled images into the repository; default a
-	// LocalImporter on Sysroot's repository.
-	Images Importer
 	// Out receives bootc's messages (stdout); nil discards them.
 	Out io.Writer
 }
@@ -65,13 +64,6 @@ func (s *System) out() io.Writer {
 		return io.Discard
 	}
 	return s.Out
-}
-
-func (s *System) images() Importer {
-	if s.Images != nil {
-		return s.Images
-	}
-	return &LocalImporter{Repo: s.repo(), Ostree: s.ostreeArgv()}
 }
 
 func (s *System) ostreeArgv() []string {
@@ -155,7 +147,7 @@ type Deployment struct {
 	// Booted, Staged: what ostree would say of it.
 	Booted, Staged bool
 	// Origin is its origin file's content.
-	Origin Origin
+	Origin ostreeimage.Origin
 }
 
 // Name is the deployment directory's name, <checksum>.<serial>.

@@ -118,7 +118,7 @@ func install(t *testing.T, reg *testregistry.Registry, image pushed) *node {
 	}
 	ostree(t, "admin", "init-fs", sysroot)
 	ostree(t, "admin", "os-init", "--sysroot="+sysroot, stateroot)
-	imp := &vmbootc.LocalImporter{Repo: filepath.Join(sysroot, "ostree", "repo"), Ostree: []string{"ostree"}}
+	imp := ostreeimage.Repo{Path: filepath.Join(sysroot, "ostree", "repo")}
 	ref, err := name.ParseReference(image.Ref, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func install(t *testing.T, reg *testregistry.Registry, image pushed) *node {
 		t.Fatal(err)
 	}
 	origin := filepath.Join(root, "origin")
-	if err := os.WriteFile(origin, []byte(vmbootc.Origin{Image: image.Ref}.String()), 0o644); err != nil {
+	if err := os.WriteFile(origin, []byte(ostreeimage.Origin{Image: image.Ref}.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"admin", "deploy", "--sysroot=" + sysroot, "--os=" + stateroot, "--origin-file=" + origin, "--karg-none"}
@@ -326,8 +326,7 @@ func TestSwitchRebootRollback(t *testing.T) {
 			t.Errorf("staged /etc/%s = %q, want %q", file, got, want)
 		}
 	}
-	// The derived image reuses nothing in this local import, but it must
-	// be a commit of two's tree: one's files and two's.
+	// The derived image's commit is two's whole tree: one's files and two's.
 	if got := readFile(t, filepath.Join(staged.Dir, "usr", "share", "strata", "one")); got != "one\n" {
 		t.Errorf("two's tree lacks one's layer: %q", got)
 	}
@@ -588,5 +587,68 @@ func TestLiveUnstageToTheBootedImage(t *testing.T) {
 	}
 	if deps := n.deployments(); len(deps) != 2 || !deps[0].Staged || !deps[1].Booted {
 		t.Errorf("deployments %+v", deps)
+	}
+}
+
+// commitObjects lists the commit objects of the node's repository.
+func (n *node) commitObjects() []string {
+	n.t.Helper()
+	files, err := filepath.Glob(filepath.Join(n.sys.Sysroot, "ostree", "repo", "objects", "*", "*.commit"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var out []string
+	for _, f := range files {
+		out = append(out, filepath.Base(filepath.Dir(f))+strings.TrimSuffix(filepath.Base(f), ".commit"))
+	}
+	return out
+}
+
+// TestSwitchToDerivedImageCommitsOnlyItsNewLayer: an image built on the
+// booted one costs one layer commit and the image commit, the base's
+// layer commits are reused (in the emulated guest a full import costs
+// 10-23 s a switch).
+func TestSwitchToDerivedImageCommitsOnlyItsNewLayer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	reg := testregistry.Start(t, "s3cret")
+	one := push(t, reg, "strata/os:one", "1", baseImage(t), map[string]string{"usr/share/strata/one": "one\n"})
+	two := push(t, reg, "strata/os:two", "2", one.Img, map[string]string{"usr/share/strata/two": "two\n", "etc/motd": "two\n"})
+	n := install(t, reg, one)
+	repo := ostreeimage.Repo{Path: filepath.Join(n.sys.Sysroot, "ostree", "repo")}
+	booted, ok, err := repo.Lookup(ctx, one.Digest)
+	if err != nil || !ok {
+		t.Fatalf("the booted image is not in the repository: %v", err)
+	}
+	before := n.commitObjects()
+
+	start := time.Now()
+	n.mustBootc("switch", two.Ref)
+	t.Logf("switch to the derived image: %s", time.Since(start))
+
+	staged, ok, err := repo.Lookup(ctx, two.Digest)
+	if err != nil || !ok {
+		t.Fatalf("the staged image is not in the repository: %v", err)
+	}
+	if len(staged.Layers) != len(booted.Layers)+1 || !slices.Equal(staged.Layers[:len(booted.Layers)], booted.Layers) {
+		t.Errorf("layer commits of the derived image %q, want the booted image's %q and one more", staged.Layers, booted.Layers)
+	}
+	var added []string
+	for _, c := range n.commitObjects() {
+		if !slices.Contains(before, c) {
+			added = append(added, c)
+		}
+	}
+	slices.Sort(added)
+	want := []string{staged.Checksum, staged.Layers[len(staged.Layers)-1]}
+	slices.Sort(want)
+	if !slices.Equal(added, want) {
+		t.Errorf("the switch committed %q, want only the new layer and the image (%q)", added, want)
+	}
+	if d := n.deployments()[0]; !d.Staged || d.Checksum != staged.Checksum {
+		t.Errorf("staged deployment %+v, want commit %s", d, staged.Checksum)
+	}
+	if got := readFile(t, filepath.Join(n.deployments()[0].Dir, "usr", "share", "strata", "one")); got != "one\n" {
+		t.Errorf("the derived image's tree lacks the base's file: %q", got)
 	}
 }
