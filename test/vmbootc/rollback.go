@@ -51,6 +51,10 @@ func (s *System) Rollback(ctx context.Context) error {
 		if err := s.undeploy(ctx, *v.staged); err != nil {
 			return err
 		}
+		// Its finalization lock would lock the next staged deployment.
+		if err := s.unlockStaging(); err != nil {
+			return err
+		}
 	}
 	if reverting {
 		err = s.revert(ctx, r, origin)

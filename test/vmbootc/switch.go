@@ -32,6 +32,12 @@ var ErrNotBooted = errors.New("Not booted into an ostree deployment") //nolint:s
 type SwitchOptions struct {
 	// Transport is the image transport; only "registry" (or "").
 	Transport string
+	// DownloadOnly stages the image locked: no reboot boots it until
+	// --from-downloaded (downloadonly.go).
+	DownloadOnly bool
+	// FromDownloaded unlocks the staged deployment of the image, staged
+	// with DownloadOnly; nothing is fetched.
+	FromDownloaded bool
 }
 
 // Switch is `bootc switch IMAGE`: pull the image, commit it and stage a
@@ -58,7 +64,17 @@ func (s *System) Switch(ctx context.Context, image string, o SwitchOptions) (cha
 	if v.booted == nil {
 		return false, ErrNotBooted
 	}
+	if o.FromDownloaded {
+		return false, s.applyDownloaded(v, ref.String())
+	}
 	if v.spec() == ref.String() {
+		// A download-only switch to the image staged unlocked locks it:
+		// the caller asked that no reboot boot it.
+		if o.DownloadOnly && v.staged != nil {
+			if _, err := s.lockStaging(); err != nil {
+				return false, err
+			}
+		}
 		fmt.Fprintln(s.out(), "Image specification is unchanged.")
 		return false, nil
 	}
@@ -71,13 +87,17 @@ func (s *System) Switch(ctx context.Context, image string, o SwitchOptions) (cha
 		return false, fmt.Errorf("kernel arguments of the booted image: %w", err)
 	}
 	kargs := ostreeimage.MergeKargs(v.booted.Kargs, oldKargs, im.Kargs)
-	if err := s.stage(ctx, v, im.Checksum, ostreeimage.Origin{Image: ref.String()}, kargs); err != nil {
+	if err := s.stage(ctx, v, im.Checksum, ostreeimage.Origin{Image: ref.String()}, kargs, o.DownloadOnly); err != nil {
 		return false, err
 	}
 	if err := s.removeUnusedImages(ctx); err != nil {
 		return false, err
 	}
-	fmt.Fprintf(s.out(), "Queued for next boot: %s\n", ref)
+	if o.DownloadOnly {
+		fmt.Fprintf(s.out(), "Image downloaded and staged, locked (apply with --from-downloaded): %s\n", ref)
+	} else {
+		fmt.Fprintf(s.out(), "Queued for next boot: %s\n", ref)
+	}
 	if im.Version != "" {
 		fmt.Fprintf(s.out(), "  Version: %s\n", im.Version)
 	}
@@ -85,12 +105,38 @@ func (s *System) Switch(ctx context.Context, image string, o SwitchOptions) (cha
 	return true, nil
 }
 
-// stage deploys csum as the staged deployment. Staged, booted and one
-// rollback deployment stay; a staged deployment there was and older
-// rollbacks go first, as bootc keeps no more.
-func (s *System) stage(ctx context.Context, v *view, csum string, o ostreeimage.Origin, kargs []string) error {
+// stage deploys csum as the staged deployment, locked or not. Staged,
+// booted and one rollback deployment stay; a staged deployment there was
+// and older rollbacks go first, as bootc keeps no more.
+//
+// Locked, the finalization lock is created first (as ostree's own
+// --lock-finalization does), so that the new staged deployment is never
+// unlocked; a staged deployment there was may be locked by it a moment
+// before it goes, which boots nothing new. A failed stage removes the
+// lock it created. Unlocked, the lock of a staged deployment there was
+// goes with it, after it.
+func (s *System) stage(ctx context.Context, v *view, csum string, o ostreeimage.Origin, kargs []string, locked bool) (err error) {
+	if locked {
+		created, lockErr := s.lockStaging()
+		if lockErr != nil {
+			return lockErr
+		}
+		if created {
+			// err is stage's result: a failed stage removes the lock.
+			defer func() {
+				if err != nil {
+					_ = s.unlockStaging()
+				}
+			}()
+		}
+	}
 	if err := s.prune(ctx, v); err != nil {
 		return err
+	}
+	if !locked {
+		if err := s.unlockStaging(); err != nil {
+			return err
+		}
 	}
 	originFile, cleanup, err := s.tempFile("origin-", []byte(o.String()))
 	if err != nil {

@@ -477,9 +477,17 @@ func TestErrorsAsBootc(t *testing.T) {
 		t.Errorf("rollback without a rollback deployment: exit %d, %q", code, errOut)
 	}
 	// An option this bootc does not have is refused as clap refuses it.
-	code, _, errOut = n.bootc("switch", "--download-only", one.Ref)
-	if code != 2 || !strings.HasPrefix(errOut, "error: unexpected argument '--download-only' found") {
-		t.Errorf("switch --download-only: exit %d, %q", code, errOut)
+	code, _, errOut = n.bootc("switch", "--soft-reboot=auto", one.Ref)
+	if code != 2 || !strings.HasPrefix(errOut, "error: unexpected argument '--soft-reboot' found") {
+		t.Errorf("switch --soft-reboot: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = n.bootc("switch", "--download-only", "--from-downloaded", one.Ref)
+	if code != 2 || !strings.HasPrefix(errOut, "error: the argument '--download-only' cannot be used with '--from-downloaded'") {
+		t.Errorf("switch --download-only --from-downloaded: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = n.bootc("upgrade", "--from-downloaded")
+	if code != 1 || errOut != "error: No staged deployment found\n" {
+		t.Errorf("upgrade --from-downloaded with nothing staged: exit %d, %q", code, errOut)
 	}
 	code, _, errOut = n.bootc("switch")
 	if code != 2 || !strings.Contains(errOut, "<TARGET>") {
@@ -500,14 +508,18 @@ func TestErrorsAsBootc(t *testing.T) {
 }
 
 // TestHelpListsOnlyWhatItDoes: the daemon reads the help to choose how
-// to stage; this bootc has no locked staging, soft reboot or signature
-// enforcement, so the daemon must find none.
+// to stage; this bootc stages locked (switch and upgrade
+// --download-only, --from-downloaded) but has no soft reboot or
+// signature enforcement, so the daemon must find only the former.
 func TestHelpListsOnlyWhatItDoes(t *testing.T) {
 	t.Parallel()
 	n := &node{t: t, sys: &vmbootc.System{Sysroot: t.TempDir(), Run: t.TempDir(), Root: t.TempDir()}}
 	caps := bootc.ParseCapabilities(n.mustBootc("switch", "--help"), n.mustBootc("upgrade", "--help"))
-	if caps != (bootc.Capabilities{}) {
-		t.Errorf("capabilities from the help: %+v, want none", caps)
+	if want := (bootc.Capabilities{SwitchDownloadOnly: true, UpgradeDownloadOnly: true}); caps != want {
+		t.Errorf("capabilities from the help: %+v, want %+v", caps, want)
+	}
+	if !caps.LockedStaging() {
+		t.Error("the daemon would not stage locked in one step")
 	}
 	if !strings.Contains(n.mustBootc("switch", "--help"), "--transport") {
 		t.Error("switch --help does not list --transport")
@@ -650,5 +662,137 @@ func TestSwitchToDerivedImageCommitsOnlyItsNewLayer(t *testing.T) {
 	}
 	if got := readFile(t, filepath.Join(n.deployments()[0].Dir, "usr", "share", "strata", "one")); got != "one\n" {
 		t.Errorf("the derived image's tree lacks the base's file: %q", got)
+	}
+}
+
+func exists(t *testing.T, path string) bool {
+	t.Helper()
+	_, err := os.Stat(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// TestDownloadOnlyLocksTheStagedDeployment: switch --download-only
+// stages with ostree's finalization lock, created before ostree stages
+// (no moment with an unlocked staged deployment of the image);
+// --from-downloaded removes it; a plain switch stages unlocked.
+func TestDownloadOnlyLocksTheStagedDeployment(t *testing.T) {
+	t.Parallel()
+	reg := testregistry.Start(t, "s3cret")
+	base := baseImage(t)
+	one := push(t, reg, "strata/os:one", "1", base, map[string]string{"etc/motd": "one\n"})
+	two := push(t, reg, "strata/os:two", "2", one.Img, map[string]string{"etc/motd": "two\n"})
+	three := push(t, reg, "strata/os:three", "3", base, map[string]string{"etc/motd": "three\n"})
+	four := push(t, reg, "strata/os:four", "4", base, map[string]string{"etc/motd": "four\n"})
+	n := install(t, reg, one)
+	lock := filepath.Join(n.sys.Run, "ostree", "staged-deployment-locked")
+	// ostree, recording whether the lock exists when a deployment is
+	// made, and failing deployments of commits listed in fail.
+	log, fail := filepath.Join(n.root, "deploys"), filepath.Join(n.root, "fail")
+	n.sys.Ostree = []string{"sh", "-c", `case "$*" in *"admin deploy"*)
+		if test -e ` + lock + `; then echo locked; else echo unlocked; fi >>` + log + `
+		for a; do grep -qx -- "$a" ` + fail + ` 2>/dev/null && exit 1; done;;
+	esac
+	exec ostree "$@"`, "ostree"}
+	deploys := func() string {
+		data, err := os.ReadFile(log)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		_ = os.Remove(log)
+		return strings.TrimSpace(string(data))
+	}
+	downloadOnly := func(want bool) {
+		t.Helper()
+		h := n.status()
+		if h.Status.Staged == nil || h.Status.Staged.DownloadOnly != want || h.Status.Booted.DownloadOnly {
+			t.Fatalf("staged %+v, want downloadOnly %v", h.Status.Staged, want)
+		}
+		if exists(t, lock) != want {
+			t.Fatalf("lock file exists: %v, want %v", !want, want)
+		}
+	}
+
+	out := n.mustBootc("switch", "--download-only", "--transport", "registry", "--", two.Ref)
+	if !strings.Contains(out, "locked") {
+		t.Errorf("switch --download-only output: %q", out)
+	}
+	if got := deploys(); got != "locked" {
+		t.Errorf("ostree admin deploy ran with the lock: %q, want locked", got)
+	}
+	downloadOnly(true)
+	if h := n.status(); h.Status.Staged.Digest() != two.Digest || h.Spec.Image.Image != two.Ref {
+		t.Fatalf("staged %s, spec %+v", h.Status.Staged.Digest(), h.Spec.Image)
+	}
+	// Again: unchanged, still locked, nothing deployed.
+	if out := n.mustBootc("switch", "--download-only", two.Ref); !strings.Contains(out, "Image specification is unchanged.") {
+		t.Errorf("second switch --download-only: %q", out)
+	}
+	if got := deploys(); got != "" {
+		t.Errorf("an unchanged switch deployed: %q", got)
+	}
+	downloadOnly(true)
+
+	// The daemon's unlock, then its lock of a bootc 1.16 (upgrade).
+	n.mustBootc("upgrade", "--from-downloaded")
+	downloadOnly(false)
+	if out := n.mustBootc("upgrade", "--from-downloaded"); !strings.Contains(out, "already unlocked") {
+		t.Errorf("unlocking twice: %q", out)
+	}
+	n.mustBootc("upgrade", "--download-only")
+	downloadOnly(true)
+	// switch --from-downloaded: the target must be the staged image.
+	if code, _, errOut := n.bootc("switch", "--from-downloaded", three.Ref); code != 1 || !strings.Contains(errOut, "the staged deployment is "+two.Ref) {
+		t.Errorf("switch --from-downloaded to another image: exit %d, %q", code, errOut)
+	}
+	downloadOnly(true)
+	n.mustBootc("switch", "--from-downloaded", two.Ref)
+	downloadOnly(false)
+	// A download-only switch to the image staged unlocked locks it.
+	n.mustBootc("switch", "--download-only", two.Ref)
+	downloadOnly(true)
+	n.mustBootc("switch", "--from-downloaded")
+	downloadOnly(false)
+	n.mustBootc("upgrade", "--download-only")
+
+	// A plain switch replaces the locked deployment by an unlocked one.
+	n.mustBootc("switch", three.Ref)
+	if got := deploys(); got != "unlocked" {
+		t.Errorf("a plain switch deployed with the lock: %q", got)
+	}
+	downloadOnly(false)
+
+	// A download-only switch that fails leaves no lock behind.
+	if err := os.WriteFile(fail, []byte(four.Digest+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	im, err := ostreeimage.Repo{Path: filepath.Join(n.sys.Sysroot, "ostree", "repo")}.Import(context.Background(), four.Img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fail, []byte(im.Checksum+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := n.bootc("switch", "--download-only", four.Ref); code != 1 || !strings.Contains(errOut, "ostree admin deploy") {
+		t.Fatalf("failing switch --download-only: exit %d, %q", code, errOut)
+	}
+	if got := deploys(); got != "locked" {
+		t.Errorf("the failed deployment ran with the lock: %q", got)
+	}
+	if exists(t, lock) {
+		t.Error("a failed switch --download-only left the lock")
+	}
+
+	// Rollback drops a locked staged deployment and its lock.
+	_ = os.Remove(fail)
+	n.mustBootc("switch", "--download-only", four.Ref)
+	n.boot()
+	n.mustBootc("switch", "--download-only", two.Ref)
+	downloadOnly(true)
+	n.mustBootc("rollback")
+	if h := n.status(); h.Status.Staged != nil || exists(t, lock) {
+		t.Errorf("after rollback: staged %+v, lock %v", h.Status.Staged, exists(t, lock))
 	}
 }
