@@ -80,18 +80,11 @@ func (s *System) Upgrade(ctx context.Context, o UpgradeOptions) error {
 	if o.DownloadOnly == o.FromDownloaded {
 		return errors.New("upgrade is implemented only with --download-only or --from-downloaded by this bootc (test/vmbootc): use switch IMAGE@DIGEST")
 	}
-	unlock, err := s.lock()
+	v, unlock, err := s.lockBooted()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	v, err := s.view()
-	if err != nil {
-		return err
-	}
-	if v.booted == nil {
-		return ErrNotBooted
-	}
 	if o.FromDownloaded {
 		return s.applyDownloaded(v, "")
 	}
@@ -132,17 +125,10 @@ func (s *System) applyDownloaded(v *view, image string) error {
 // ApplyDownloaded is `bootc switch --from-downloaded` without a target:
 // the staged deployment, whatever its image, is unlocked.
 func (s *System) ApplyDownloaded(ctx context.Context) error {
-	unlock, err := s.lock()
+	v, unlock, err := s.lockBooted()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	v, err := s.view()
-	if err != nil {
-		return err
-	}
-	if v.booted == nil {
-		return ErrNotBooted
-	}
 	return s.applyDownloaded(v, "")
 }

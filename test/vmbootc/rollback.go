@@ -22,18 +22,11 @@ var ErrNoRollback = errors.New("No rollback available") //nolint:staticcheck // 
 // kernel arguments, and a copy of its /etc) where it must go, and R
 // itself is undeployed (doc.go).
 func (s *System) Rollback(ctx context.Context) error {
-	unlock, err := s.lock()
+	v, unlock, err := s.lockBooted()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	v, err := s.view()
-	if err != nil {
-		return err
-	}
-	if v.booted == nil {
-		return ErrNotBooted
-	}
 	if v.rollback == nil {
 		return ErrNoRollback
 	}

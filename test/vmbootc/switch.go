@@ -52,18 +52,11 @@ func (s *System) Switch(ctx context.Context, image string, o SwitchOptions) (cha
 	if err != nil {
 		return false, err
 	}
-	unlock, err := s.lock()
+	v, unlock, err := s.lockBooted()
 	if err != nil {
 		return false, err
 	}
 	defer unlock()
-	v, err := s.view()
-	if err != nil {
-		return false, err
-	}
-	if v.booted == nil {
-		return false, ErrNotBooted
-	}
 	if o.FromDownloaded {
 		return false, s.applyDownloaded(v, ref.String())
 	}

@@ -92,6 +92,23 @@ func (s *System) lock() (unlock func(), err error) {
 	return func() { _ = f.Close() }, nil
 }
 
+// lockBooted takes the lock and reads the sysroot of a booted system,
+// as every command that changes it starts: bootc refuses to change a
+// system ostree did not boot.
+func (s *System) lockBooted() (v *view, unlock func(), err error) {
+	if unlock, err = s.lock(); err != nil {
+		return nil, nil, err
+	}
+	if v, err = s.view(); err == nil && v.booted == nil {
+		err = ErrNotBooted
+	}
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return v, unlock, nil
+}
+
 // admin runs `ostree admin VERB` on the system's sysroot.
 func (s *System) admin(ctx context.Context, verb string, args ...string) (string, error) {
 	a := []string{"admin", verb}
