@@ -200,8 +200,12 @@ func (s *System) undeploy(ctx context.Context, d Deployment) error {
 func (s *System) pull(ctx context.Context, ref name.Reference) (*ostreeimage.Image, error) {
 	if d, ok := ref.(name.Digest); ok {
 		im, found, err := s.images().Lookup(ctx, d.DigestStr())
-		if err != nil || found {
-			return im, err
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			s.remember(im)
+			return im, nil
 		}
 	}
 	kc, authFile, err := s.keychain()
