@@ -71,8 +71,14 @@ func (s *System) describe(ctx context.Context, csum string, digests map[string]s
 		return nil, nil
 	}
 	im, ok, err := s.images().Lookup(ctx, digest)
-	if err != nil || !ok || im.Checksum != csum {
-		return nil, err
+	if err != nil {
+		// An image commit ostreeimage did not make (the boot disk's
+		// stand-in importer records no image configuration): its ref
+		// still says the digest, which is what the daemon reads.
+		return &ostreeimage.Image{Checksum: csum, Digest: digest}, nil
+	}
+	if !ok || im.Checksum != csum {
+		return nil, nil
 	}
 	s.remember(im)
 	return im, nil

@@ -796,3 +796,28 @@ func TestDownloadOnlyLocksTheStagedDeployment(t *testing.T) {
 		t.Errorf("after rollback: staged %+v, lock %v", h.Status.Staged, exists(t, lock))
 	}
 }
+
+// TestStatusOfAnImageCommitWithoutConfiguration: a boot disk whose image
+// commit another importer made (ref and ostree.manifest-digest, no image
+// configuration) still reports the booted digest.
+func TestStatusOfAnImageCommitWithoutConfiguration(t *testing.T) {
+	t.Parallel()
+	reg := testregistry.Start(t, "")
+	one := push(t, reg, "strata/os:one", "1", baseImage(t), nil)
+	n := install(t, reg, one)
+	booted := n.deployments()[0]
+	repo := filepath.Join(n.sys.Sysroot, "ostree", "repo")
+	// The same tree, committed as the stand-in importer commits it.
+	ostree(t, "commit", "--repo="+repo, "--branch="+ostreeimage.ImageRef(one.Digest), "--tree=ref="+booted.Checksum,
+		"--add-metadata-string="+ostreeimage.MetaManifestDigest+"="+one.Digest)
+	ostree(t, "admin", "deploy", "--sysroot="+n.sys.Sysroot, "--os="+stateroot, "--retain", ostreeimage.ImageRef(one.Digest))
+	origin := filepath.Join(n.deployments()[0].Dir + ".origin")
+	if err := os.WriteFile(origin, []byte(ostreeimage.Origin{Image: one.Ref}.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.boot()
+	h := n.status()
+	if b := h.Status.Booted; b.Digest() != one.Digest || b.Ostree.Checksum == booted.Checksum || b.Image.Version != "" {
+		t.Errorf("booted %+v %+v, want digest %s from the ref of the other commit", b.Image, b.Ostree, one.Digest)
+	}
+}
