@@ -45,13 +45,16 @@
 //     rollback.
 //
 // Locked staging (downloadonly.go): libostree 2022.7 does not finalize a
-// staged deployment while /run/ostree/staged-deployment-locked exists
-// (seen in a VM), though its command line has no --lock-finalization,
-// which does no more than create that file before staging. This bootc
-// creates it before `ostree admin deploy --stage` too, so no unlocked
-// staged deployment of the image ever exists; unlocking removes it. A
-// locked staged deployment is not booted by any reboot; ostree drops it
-// at the next boot, as for bootc.
+// staged deployment while /run/ostree/staged-deployment-locked exists,
+// though its command line has no --lock-finalization, which does no more
+// than create that file before staging. This bootc creates it before
+// `ostree admin deploy --stage` too, so no unlocked staged deployment of
+// the image ever exists; unlocking removes it. A locked staged deployment
+// is not booted by any reboot; ostree drops it at the next boot, as for
+// bootc. Seen in a real boot of the VM tier's disk: the lock made before
+// the stage was still there after it, the reboot booted the deployment
+// booted before, and after `bootc upgrade --from-downloaded` the next
+// reboot booted the staged commit.
 //
 // What it does not implement, and so does not list in its help (the
 // daemon reads the help to decide): --soft-reboot (no soft-reboot in
