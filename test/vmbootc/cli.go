@@ -96,20 +96,29 @@ ostree admin deploy --stage. It lists only the options it implements.`,
 	var opts SwitchOptions
 	var retain bool
 	switchCmd := &cobra.Command{
-		Use:   "switch [OPTIONS] <TARGET>",
+		Use:   "switch [OPTIONS] [TARGET]",
 		Short: "Target a new container image reference to boot",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return &usageError{msg: "error: the following required arguments were not provided:\n  <TARGET>\n\nUsage: bootc switch [OPTIONS] <TARGET>\n\nFor more information, try '--help'."}
+			if opts.DownloadOnly && opts.FromDownloaded {
+				return conflict(cmd, "download-only", "from-downloaded")
 			}
 			if len(args) > 1 {
 				return clapUsage(cmd, fmt.Errorf("unknown flag: %s", args[1]))
+			}
+			if len(args) == 0 {
+				if !opts.FromDownloaded {
+					return &usageError{msg: "error: the following required arguments were not provided:\n  <TARGET>\n\nUsage: bootc switch [OPTIONS] [TARGET]\n\nFor more information, try '--help'."}
+				}
+				return sys.ApplyDownloaded(cmd.Context())
 			}
 			_, err := sys.Switch(cmd.Context(), args[0], opts)
 			return err
 		},
 	}
 	switchCmd.Flags().StringVar(&opts.Transport, "transport", bootc.TransportRegistry, "the transport; only registry")
+	// The help of these two is bootc's own: the daemon reads it.
+	switchCmd.Flags().BoolVar(&opts.DownloadOnly, "download-only", false, "Download and stage the image without applying it.")
+	switchCmd.Flags().BoolVar(&opts.FromDownloaded, "from-downloaded", false, "Apply a staged deployment that was previously downloaded with --download-only.")
 	switchCmd.Flags().BoolVar(&retain, "retain", false, "retain reference to currently booted image (accepted; one rollback is kept)")
 
 	rollback := &cobra.Command{
@@ -121,16 +130,22 @@ ostree admin deploy --stage. It lists only the options it implements.`,
 		},
 	}
 
-	// The daemon reads `bootc upgrade --help` for --download-only and
-	// --from-downloaded: this bootc has neither (ostree 2022.7 cannot
-	// lock a staged deployment from its command line), nor upgrade.
+	// upgrade only locks and unlocks: this bootc switches by digest, so
+	// the spec's image is already staged or booted (downloadonly.go).
+	var upOpts UpgradeOptions
 	upgrade := &cobra.Command{
 		Use:   "upgrade [OPTIONS]",
-		Short: "Not implemented by this bootc: use switch with a digest",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("upgrade is not implemented by this bootc (test/vmbootc): use switch IMAGE@DIGEST")
+		Short: "Lock or unlock the staged deployment (--download-only, --from-downloaded); nothing else is implemented",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if upOpts.DownloadOnly && upOpts.FromDownloaded {
+				return conflict(cmd, "download-only", "from-downloaded")
+			}
+			return sys.Upgrade(cmd.Context(), upOpts)
 		},
 	}
+	upgrade.Flags().BoolVar(&upOpts.DownloadOnly, "download-only", false, "Download and stage the update without applying it.")
+	upgrade.Flags().BoolVar(&upOpts.FromDownloaded, "from-downloaded", false, "Apply a staged deployment that was previously downloaded with --download-only.")
 
 	for _, c := range []*cobra.Command{status, switchCmd, rollback, upgrade} {
 		c.SetFlagErrorFunc(clapUsage)
@@ -138,6 +153,12 @@ ostree admin deploy --stage. It lists only the options it implements.`,
 		root.AddCommand(c)
 	}
 	return root
+}
+
+// conflict is clap's refusal of two options that exclude each other.
+func conflict(cmd *cobra.Command, a, b string) error {
+	return &usageError{msg: fmt.Sprintf("error: the argument '--%s' cannot be used with '--%s'\n\nUsage: %s\n\nFor more information, try '--help'.",
+		a, b, cmd.UseLine())}
 }
 
 // noArgs refuses positional arguments as clap does.

@@ -22,18 +22,11 @@ var ErrNoRollback = errors.New("No rollback available") //nolint:staticcheck // 
 // kernel arguments, and a copy of its /etc) where it must go, and R
 // itself is undeployed (doc.go).
 func (s *System) Rollback(ctx context.Context) error {
-	unlock, err := s.lock()
+	v, unlock, err := s.lockBooted()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	v, err := s.view()
-	if err != nil {
-		return err
-	}
-	if v.booted == nil {
-		return ErrNotBooted
-	}
 	if v.rollback == nil {
 		return ErrNoRollback
 	}
@@ -49,6 +42,10 @@ func (s *System) Rollback(ctx context.Context) error {
 	}
 	if v.staged != nil {
 		if err := s.undeploy(ctx, *v.staged); err != nil {
+			return err
+		}
+		// Its finalization lock would lock the next staged deployment.
+		if err := s.unlockStaging(); err != nil {
 			return err
 		}
 	}

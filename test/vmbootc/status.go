@@ -72,6 +72,10 @@ func (s *System) Status(ctx context.Context) (*bootc.Host, error) {
 	if v.booted == nil {
 		return h, nil
 	}
+	digests, err := s.imageDigests()
+	if err != nil {
+		return nil, err
+	}
 	entry := func(d *Deployment) (*bootc.BootEntry, error) {
 		if d == nil {
 			return nil, nil
@@ -95,16 +99,16 @@ func (s *System) Status(ctx context.Context) (*bootc.Host, error) {
 		if d.Origin.Image == "" {
 			return e, nil
 		}
-		im, err := s.describe(ctx, d.Checksum)
+		e.Image = &bootc.ImageStatus{
+			Image: bootc.ImageReference{Image: d.Origin.Image, Transport: bootc.TransportRegistry},
+		}
+		im, err := s.describe(ctx, d.Checksum, digests)
 		if err != nil {
 			return nil, err
 		}
-		e.Image = &bootc.ImageStatus{
-			Image:        bootc.ImageReference{Image: d.Origin.Image, Transport: bootc.TransportRegistry},
-			Version:      im.Version,
-			Timestamp:    im.Created,
-			ImageDigest:  im.Digest,
-			Architecture: im.Architecture,
+		if im != nil {
+			e.Image.Version, e.Image.Timestamp = im.Version, im.Created
+			e.Image.ImageDigest, e.Image.Architecture = im.Digest, im.Architecture
 		}
 		return e, nil
 	}
@@ -134,11 +138,4 @@ func (s *System) Status(ctx context.Context) (*bootc.Host, error) {
 		h.Spec.BootOrder = bootc.BootOrderRollback
 	}
 	return h, nil
-}
-
-// describe is the image a deployed commit was made from, from the
-// commit's metadata: the digest is its ostree.manifest-digest, as bootc
-// reads it.
-func (s *System) describe(ctx context.Context, csum string) (*Image, error) {
-	return describeCommit(ctx, s.ostreeArgv(), s.repo(), csum, false)
 }

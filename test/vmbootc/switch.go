@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/strata-dev/strata/internal/registry"
+	"github.com/strata-dev/strata/ostreeimage"
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/test/bootcsim"
 )
@@ -31,6 +32,12 @@ var ErrNotBooted = errors.New("Not booted into an ostree deployment") //nolint:s
 type SwitchOptions struct {
 	// Transport is the image transport; only "registry" (or "").
 	Transport string
+	// DownloadOnly stages the image locked: no reboot boots it until
+	// --from-downloaded (downloadonly.go).
+	DownloadOnly bool
+	// FromDownloaded unlocks the staged deployment of the image, staged
+	// with DownloadOnly; nothing is fetched.
+	FromDownloaded bool
 }
 
 // Switch is `bootc switch IMAGE`: pull the image, commit it and stage a
@@ -45,19 +52,22 @@ func (s *System) Switch(ctx context.Context, image string, o SwitchOptions) (cha
 	if err != nil {
 		return false, err
 	}
-	unlock, err := s.lock()
+	v, unlock, err := s.lockBooted()
 	if err != nil {
 		return false, err
 	}
 	defer unlock()
-	v, err := s.view()
-	if err != nil {
-		return false, err
-	}
-	if v.booted == nil {
-		return false, ErrNotBooted
+	if o.FromDownloaded {
+		return false, s.applyDownloaded(v, ref.String())
 	}
 	if v.spec() == ref.String() {
+		// A download-only switch to the image staged unlocked locks it:
+		// the caller asked that no reboot boot it.
+		if o.DownloadOnly && v.staged != nil {
+			if _, err := s.lockStaging(); err != nil {
+				return false, err
+			}
+		}
 		fmt.Fprintln(s.out(), "Image specification is unchanged.")
 		return false, nil
 	}
@@ -69,14 +79,18 @@ func (s *System) Switch(ctx context.Context, image string, o SwitchOptions) (cha
 	if err != nil {
 		return false, fmt.Errorf("kernel arguments of the booted image: %w", err)
 	}
-	kargs := MergeKargs(v.booted.Kargs, oldKargs, im.Kargs)
-	if err := s.stage(ctx, v, im.Checksum, Origin{Image: ref.String()}, kargs); err != nil {
+	kargs := ostreeimage.MergeKargs(v.booted.Kargs, oldKargs, im.Kargs)
+	if err := s.stage(ctx, v, im.Checksum, ostreeimage.Origin{Image: ref.String()}, kargs, o.DownloadOnly); err != nil {
 		return false, err
 	}
 	if err := s.removeUnusedImages(ctx); err != nil {
 		return false, err
 	}
-	fmt.Fprintf(s.out(), "Queued for next boot: %s\n", ref)
+	if o.DownloadOnly {
+		fmt.Fprintf(s.out(), "Image downloaded and staged, locked (apply with --from-downloaded): %s\n", ref)
+	} else {
+		fmt.Fprintf(s.out(), "Queued for next boot: %s\n", ref)
+	}
 	if im.Version != "" {
 		fmt.Fprintf(s.out(), "  Version: %s\n", im.Version)
 	}
@@ -84,12 +98,38 @@ func (s *System) Switch(ctx context.Context, image string, o SwitchOptions) (cha
 	return true, nil
 }
 
-// stage deploys csum as the staged deployment. Staged, booted and one
-// rollback deployment stay; a staged deployment there was and older
-// rollbacks go first, as bootc keeps no more.
-func (s *System) stage(ctx context.Context, v *view, csum string, o Origin, kargs []string) error {
+// stage deploys csum as the staged deployment, locked or not. Staged,
+// booted and one rollback deployment stay; a staged deployment there was
+// and older rollbacks go first, as bootc keeps no more.
+//
+// Locked, the finalization lock is created first (as ostree's own
+// --lock-finalization does), so that the new staged deployment is never
+// unlocked; a staged deployment there was may be locked by it a moment
+// before it goes, which boots nothing new. A failed stage removes the
+// lock it created. Unlocked, the lock of a staged deployment there was
+// goes with it, after it.
+func (s *System) stage(ctx context.Context, v *view, csum string, o ostreeimage.Origin, kargs []string, locked bool) (err error) {
+	if locked {
+		created, lockErr := s.lockStaging()
+		if lockErr != nil {
+			return lockErr
+		}
+		if created {
+			// err is stage's result: a failed stage removes the lock.
+			defer func() {
+				if err != nil {
+					_ = s.unlockStaging()
+				}
+			}()
+		}
+	}
 	if err := s.prune(ctx, v); err != nil {
 		return err
+	}
+	if !locked {
+		if err := s.unlockStaging(); err != nil {
+			return err
+		}
 	}
 	originFile, cleanup, err := s.tempFile("origin-", []byte(o.String()))
 	if err != nil {
@@ -122,27 +162,6 @@ func (s *System) stage(ctx context.Context, v *view, csum string, o Origin, karg
 		return fmt.Errorf("ostree admin deploy %s: the new deployment is not the first one", csum)
 	}
 	return writeFileAtomic(filepath.Join(s.Run, stagedFile), []byte(deps[0].Name()+"\n"))
-}
-
-// removeUnusedImages forgets the images no deployment uses, as bootc
-// prunes them; ostree's next prune (every deploy and undeploy) removes
-// their objects.
-func (s *System) removeUnusedImages(ctx context.Context) error {
-	deps, err := s.Deployments()
-	if err != nil {
-		return err
-	}
-	var keep []string
-	for _, d := range deps {
-		digest, err := metadataString(ctx, s.ostreeArgv(), s.repo(), d.Checksum, metaDigest)
-		if err != nil {
-			return err
-		}
-		if digest != "" {
-			keep = append(keep, digest)
-		}
-	}
-	return s.images().RemoveUnused(ctx, keep)
 }
 
 // prune undeploys the staged deployment and every deployment after the
@@ -178,11 +197,15 @@ func (s *System) undeploy(ctx context.Context, d Deployment) error {
 
 // pull finds the image committed already (by digest) or pulls and
 // imports it.
-func (s *System) pull(ctx context.Context, ref name.Reference) (*Image, error) {
+func (s *System) pull(ctx context.Context, ref name.Reference) (*ostreeimage.Image, error) {
 	if d, ok := ref.(name.Digest); ok {
 		im, found, err := s.images().Lookup(ctx, d.DigestStr())
-		if err != nil || found {
-			return im, err
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			s.remember(im)
+			return im, nil
 		}
 	}
 	kc, authFile, err := s.keychain()
@@ -199,6 +222,7 @@ func (s *System) pull(ctx context.Context, ref name.Reference) (*Image, error) {
 	if err != nil {
 		return nil, pullError(ref, authFile, err)
 	}
+	s.remember(im)
 	return im, nil
 }
 

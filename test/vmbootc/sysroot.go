@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/strata-dev/strata/ostreeimage"
 )
 
 // System is one ostree system as bootc sees it. The zero value of each
@@ -36,9 +38,6 @@ type System struct {
 	Live bool
 	// Ostree is the ostree command; default {"ostree"}.
 	Ostree []string
-	// Images imports pulled images into the repository; default a
-	// LocalImporter on Sysroot's repository.
-	Images Importer
 	// Out receives bootc's messages (stdout); nil discards them.
 	Out io.Writer
 }
@@ -67,13 +66,6 @@ func (s *System) out() io.Writer {
 	return s.Out
 }
 
-func (s *System) images() Importer {
-	if s.Images != nil {
-		return s.Images
-	}
-	return &LocalImporter{Repo: s.repo(), Ostree: s.ostreeArgv()}
-}
-
 func (s *System) ostreeArgv() []string {
 	if len(s.Ostree) > 0 {
 		return s.Ostree
@@ -98,6 +90,23 @@ func (s *System) lock() (unlock func(), err error) {
 		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
 	}
 	return func() { _ = f.Close() }, nil
+}
+
+// lockBooted takes the lock and reads the sysroot of a booted system,
+// as every command that changes it starts: bootc refuses to change a
+// system ostree did not boot.
+func (s *System) lockBooted() (v *view, unlock func(), err error) {
+	if unlock, err = s.lock(); err != nil {
+		return nil, nil, err
+	}
+	if v, err = s.view(); err == nil && v.booted == nil {
+		err = ErrNotBooted
+	}
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return v, unlock, nil
 }
 
 // admin runs `ostree admin VERB` on the system's sysroot.
@@ -155,7 +164,7 @@ type Deployment struct {
 	// Booted, Staged: what ostree would say of it.
 	Booted, Staged bool
 	// Origin is its origin file's content.
-	Origin Origin
+	Origin ostreeimage.Origin
 }
 
 // Name is the deployment directory's name, <checksum>.<serial>.

@@ -118,7 +118,7 @@ func install(t *testing.T, reg *testregistry.Registry, image pushed) *node {
 	}
 	ostree(t, "admin", "init-fs", sysroot)
 	ostree(t, "admin", "os-init", "--sysroot="+sysroot, stateroot)
-	imp := &vmbootc.LocalImporter{Repo: filepath.Join(sysroot, "ostree", "repo"), Ostree: []string{"ostree"}}
+	imp := ostreeimage.Repo{Path: filepath.Join(sysroot, "ostree", "repo")}
 	ref, err := name.ParseReference(image.Ref, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func install(t *testing.T, reg *testregistry.Registry, image pushed) *node {
 		t.Fatal(err)
 	}
 	origin := filepath.Join(root, "origin")
-	if err := os.WriteFile(origin, []byte(vmbootc.Origin{Image: image.Ref}.String()), 0o644); err != nil {
+	if err := os.WriteFile(origin, []byte(ostreeimage.Origin{Image: image.Ref}.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"admin", "deploy", "--sysroot=" + sysroot, "--os=" + stateroot, "--origin-file=" + origin, "--karg-none"}
@@ -326,8 +326,7 @@ func TestSwitchRebootRollback(t *testing.T) {
 			t.Errorf("staged /etc/%s = %q, want %q", file, got, want)
 		}
 	}
-	// The derived image reuses nothing in this local import, but it must
-	// be a commit of two's tree: one's files and two's.
+	// The derived image's commit is two's whole tree: one's files and two's.
 	if got := readFile(t, filepath.Join(staged.Dir, "usr", "share", "strata", "one")); got != "one\n" {
 		t.Errorf("two's tree lacks one's layer: %q", got)
 	}
@@ -478,9 +477,17 @@ func TestErrorsAsBootc(t *testing.T) {
 		t.Errorf("rollback without a rollback deployment: exit %d, %q", code, errOut)
 	}
 	// An option this bootc does not have is refused as clap refuses it.
-	code, _, errOut = n.bootc("switch", "--download-only", one.Ref)
-	if code != 2 || !strings.HasPrefix(errOut, "error: unexpected argument '--download-only' found") {
-		t.Errorf("switch --download-only: exit %d, %q", code, errOut)
+	code, _, errOut = n.bootc("switch", "--soft-reboot=auto", one.Ref)
+	if code != 2 || !strings.HasPrefix(errOut, "error: unexpected argument '--soft-reboot' found") {
+		t.Errorf("switch --soft-reboot: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = n.bootc("switch", "--download-only", "--from-downloaded", one.Ref)
+	if code != 2 || !strings.HasPrefix(errOut, "error: the argument '--download-only' cannot be used with '--from-downloaded'") {
+		t.Errorf("switch --download-only --from-downloaded: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = n.bootc("upgrade", "--from-downloaded")
+	if code != 1 || errOut != "error: No staged deployment found\n" {
+		t.Errorf("upgrade --from-downloaded with nothing staged: exit %d, %q", code, errOut)
 	}
 	code, _, errOut = n.bootc("switch")
 	if code != 2 || !strings.Contains(errOut, "<TARGET>") {
@@ -501,14 +508,18 @@ func TestErrorsAsBootc(t *testing.T) {
 }
 
 // TestHelpListsOnlyWhatItDoes: the daemon reads the help to choose how
-// to stage; this bootc has no locked staging, soft reboot or signature
-// enforcement, so the daemon must find none.
+// to stage; this bootc stages locked (switch and upgrade
+// --download-only, --from-downloaded) but has no soft reboot or
+// signature enforcement, so the daemon must find only the former.
 func TestHelpListsOnlyWhatItDoes(t *testing.T) {
 	t.Parallel()
 	n := &node{t: t, sys: &vmbootc.System{Sysroot: t.TempDir(), Run: t.TempDir(), Root: t.TempDir()}}
 	caps := bootc.ParseCapabilities(n.mustBootc("switch", "--help"), n.mustBootc("upgrade", "--help"))
-	if caps != (bootc.Capabilities{}) {
-		t.Errorf("capabilities from the help: %+v, want none", caps)
+	if want := (bootc.Capabilities{SwitchDownloadOnly: true, UpgradeDownloadOnly: true}); caps != want {
+		t.Errorf("capabilities from the help: %+v, want %+v", caps, want)
+	}
+	if !caps.LockedStaging() {
+		t.Error("the daemon would not stage locked in one step")
 	}
 	if !strings.Contains(n.mustBootc("switch", "--help"), "--transport") {
 		t.Error("switch --help does not list --transport")
@@ -588,5 +599,225 @@ func TestLiveUnstageToTheBootedImage(t *testing.T) {
 	}
 	if deps := n.deployments(); len(deps) != 2 || !deps[0].Staged || !deps[1].Booted {
 		t.Errorf("deployments %+v", deps)
+	}
+}
+
+// commitObjects lists the commit objects of the node's repository.
+func (n *node) commitObjects() []string {
+	n.t.Helper()
+	files, err := filepath.Glob(filepath.Join(n.sys.Sysroot, "ostree", "repo", "objects", "*", "*.commit"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var out []string
+	for _, f := range files {
+		out = append(out, filepath.Base(filepath.Dir(f))+strings.TrimSuffix(filepath.Base(f), ".commit"))
+	}
+	return out
+}
+
+// TestSwitchToDerivedImageCommitsOnlyItsNewLayer: an image built on the
+// booted one costs one layer commit and the image commit, the base's
+// layer commits are reused (in the emulated guest a full import costs
+// 10-23 s a switch).
+func TestSwitchToDerivedImageCommitsOnlyItsNewLayer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	reg := testregistry.Start(t, "s3cret")
+	one := push(t, reg, "strata/os:one", "1", baseImage(t), map[string]string{"usr/share/strata/one": "one\n"})
+	two := push(t, reg, "strata/os:two", "2", one.Img, map[string]string{"usr/share/strata/two": "two\n", "etc/motd": "two\n"})
+	n := install(t, reg, one)
+	repo := ostreeimage.Repo{Path: filepath.Join(n.sys.Sysroot, "ostree", "repo")}
+	booted, ok, err := repo.Lookup(ctx, one.Digest)
+	if err != nil || !ok {
+		t.Fatalf("the booted image is not in the repository: %v", err)
+	}
+	before := n.commitObjects()
+
+	start := time.Now()
+	n.mustBootc("switch", two.Ref)
+	t.Logf("switch to the derived image: %s", time.Since(start))
+
+	staged, ok, err := repo.Lookup(ctx, two.Digest)
+	if err != nil || !ok {
+		t.Fatalf("the staged image is not in the repository: %v", err)
+	}
+	if len(staged.Layers) != len(booted.Layers)+1 || !slices.Equal(staged.Layers[:len(booted.Layers)], booted.Layers) {
+		t.Errorf("layer commits of the derived image %q, want the booted image's %q and one more", staged.Layers, booted.Layers)
+	}
+	var added []string
+	for _, c := range n.commitObjects() {
+		if !slices.Contains(before, c) {
+			added = append(added, c)
+		}
+	}
+	slices.Sort(added)
+	want := []string{staged.Checksum, staged.Layers[len(staged.Layers)-1]}
+	slices.Sort(want)
+	if !slices.Equal(added, want) {
+		t.Errorf("the switch committed %q, want only the new layer and the image (%q)", added, want)
+	}
+	if d := n.deployments()[0]; !d.Staged || d.Checksum != staged.Checksum {
+		t.Errorf("staged deployment %+v, want commit %s", d, staged.Checksum)
+	}
+	if got := readFile(t, filepath.Join(n.deployments()[0].Dir, "usr", "share", "strata", "one")); got != "one\n" {
+		t.Errorf("the derived image's tree lacks the base's file: %q", got)
+	}
+}
+
+func exists(t *testing.T, path string) bool {
+	t.Helper()
+	_, err := os.Stat(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// TestDownloadOnlyLocksTheStagedDeployment: switch --download-only
+// stages with ostree's finalization lock, created before ostree stages
+// (no moment with an unlocked staged deployment of the image);
+// --from-downloaded removes it; a plain switch stages unlocked.
+func TestDownloadOnlyLocksTheStagedDeployment(t *testing.T) {
+	t.Parallel()
+	reg := testregistry.Start(t, "s3cret")
+	base := baseImage(t)
+	one := push(t, reg, "strata/os:one", "1", base, map[string]string{"etc/motd": "one\n"})
+	two := push(t, reg, "strata/os:two", "2", one.Img, map[string]string{"etc/motd": "two\n"})
+	three := push(t, reg, "strata/os:three", "3", base, map[string]string{"etc/motd": "three\n"})
+	four := push(t, reg, "strata/os:four", "4", base, map[string]string{"etc/motd": "four\n"})
+	n := install(t, reg, one)
+	lock := filepath.Join(n.sys.Run, "ostree", "staged-deployment-locked")
+	// ostree, recording whether the lock exists when a deployment is
+	// made, and failing deployments of commits listed in fail.
+	log, fail := filepath.Join(n.root, "deploys"), filepath.Join(n.root, "fail")
+	n.sys.Ostree = []string{"sh", "-c", `case "$*" in *"admin deploy"*)
+		if test -e ` + lock + `; then echo locked; else echo unlocked; fi >>` + log + `
+		for a; do grep -qx -- "$a" ` + fail + ` 2>/dev/null && exit 1; done;;
+	esac
+	exec ostree "$@"`, "ostree"}
+	deploys := func() string {
+		data, err := os.ReadFile(log)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		_ = os.Remove(log)
+		return strings.TrimSpace(string(data))
+	}
+	downloadOnly := func(want bool) {
+		t.Helper()
+		h := n.status()
+		if h.Status.Staged == nil || h.Status.Staged.DownloadOnly != want || h.Status.Booted.DownloadOnly {
+			t.Fatalf("staged %+v, want downloadOnly %v", h.Status.Staged, want)
+		}
+		if exists(t, lock) != want {
+			t.Fatalf("lock file exists: %v, want %v", !want, want)
+		}
+	}
+
+	out := n.mustBootc("switch", "--download-only", "--transport", "registry", "--", two.Ref)
+	if !strings.Contains(out, "locked") {
+		t.Errorf("switch --download-only output: %q", out)
+	}
+	if got := deploys(); got != "locked" {
+		t.Errorf("ostree admin deploy ran with the lock: %q, want locked", got)
+	}
+	downloadOnly(true)
+	if h := n.status(); h.Status.Staged.Digest() != two.Digest || h.Spec.Image.Image != two.Ref {
+		t.Fatalf("staged %s, spec %+v", h.Status.Staged.Digest(), h.Spec.Image)
+	}
+	// Again: unchanged, still locked, nothing deployed.
+	if out := n.mustBootc("switch", "--download-only", two.Ref); !strings.Contains(out, "Image specification is unchanged.") {
+		t.Errorf("second switch --download-only: %q", out)
+	}
+	if got := deploys(); got != "" {
+		t.Errorf("an unchanged switch deployed: %q", got)
+	}
+	downloadOnly(true)
+
+	// The daemon's unlock, then its lock of a bootc 1.16 (upgrade).
+	n.mustBootc("upgrade", "--from-downloaded")
+	downloadOnly(false)
+	if out := n.mustBootc("upgrade", "--from-downloaded"); !strings.Contains(out, "already unlocked") {
+		t.Errorf("unlocking twice: %q", out)
+	}
+	n.mustBootc("upgrade", "--download-only")
+	downloadOnly(true)
+	// switch --from-downloaded: the target must be the staged image.
+	if code, _, errOut := n.bootc("switch", "--from-downloaded", three.Ref); code != 1 || !strings.Contains(errOut, "the staged deployment is "+two.Ref) {
+		t.Errorf("switch --from-downloaded to another image: exit %d, %q", code, errOut)
+	}
+	downloadOnly(true)
+	n.mustBootc("switch", "--from-downloaded", two.Ref)
+	downloadOnly(false)
+	// A download-only switch to the image staged unlocked locks it.
+	n.mustBootc("switch", "--download-only", two.Ref)
+	downloadOnly(true)
+	n.mustBootc("switch", "--from-downloaded")
+	downloadOnly(false)
+	n.mustBootc("upgrade", "--download-only")
+
+	// A plain switch replaces the locked deployment by an unlocked one.
+	n.mustBootc("switch", three.Ref)
+	if got := deploys(); got != "unlocked" {
+		t.Errorf("a plain switch deployed with the lock: %q", got)
+	}
+	downloadOnly(false)
+
+	// A download-only switch that fails leaves no lock behind.
+	if err := os.WriteFile(fail, []byte(four.Digest+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	im, err := ostreeimage.Repo{Path: filepath.Join(n.sys.Sysroot, "ostree", "repo")}.Import(context.Background(), four.Img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fail, []byte(im.Checksum+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := n.bootc("switch", "--download-only", four.Ref); code != 1 || !strings.Contains(errOut, "ostree admin deploy") {
+		t.Fatalf("failing switch --download-only: exit %d, %q", code, errOut)
+	}
+	if got := deploys(); got != "locked" {
+		t.Errorf("the failed deployment ran with the lock: %q", got)
+	}
+	if exists(t, lock) {
+		t.Error("a failed switch --download-only left the lock")
+	}
+
+	// Rollback drops a locked staged deployment and its lock.
+	_ = os.Remove(fail)
+	n.mustBootc("switch", "--download-only", four.Ref)
+	n.boot()
+	n.mustBootc("switch", "--download-only", two.Ref)
+	downloadOnly(true)
+	n.mustBootc("rollback")
+	if h := n.status(); h.Status.Staged != nil || exists(t, lock) {
+		t.Errorf("after rollback: staged %+v, lock %v", h.Status.Staged, exists(t, lock))
+	}
+}
+
+// TestStatusOfAnImageCommitWithoutConfiguration: a boot disk whose image
+// commit another importer made (ref and ostree.manifest-digest, no image
+// configuration) still reports the booted digest.
+func TestStatusOfAnImageCommitWithoutConfiguration(t *testing.T) {
+	t.Parallel()
+	reg := testregistry.Start(t, "")
+	one := push(t, reg, "strata/os:one", "1", baseImage(t), nil)
+	n := install(t, reg, one)
+	booted := n.deployments()[0]
+	repo := filepath.Join(n.sys.Sysroot, "ostree", "repo")
+	// The same tree, committed as the stand-in importer commits it.
+	ostree(t, "commit", "--repo="+repo, "--branch="+ostreeimage.ImageRef(one.Digest), "--tree=ref="+booted.Checksum,
+		"--add-metadata-string="+ostreeimage.MetaManifestDigest+"="+one.Digest)
+	ostree(t, "admin", "deploy", "--sysroot="+n.sys.Sysroot, "--os="+stateroot, "--retain", ostreeimage.ImageRef(one.Digest))
+	origin := filepath.Join(n.deployments()[0].Dir + ".origin")
+	if err := os.WriteFile(origin, []byte(ostreeimage.Origin{Image: one.Ref}.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.boot()
+	h := n.status()
+	if b := h.Status.Booted; b.Digest() != one.Digest || b.Ostree.Checksum == booted.Checksum || b.Image.Version != "" {
+		t.Errorf("booted %+v %+v, want digest %s from the ref of the other commit", b.Image, b.Ostree, one.Digest)
 	}
 }
