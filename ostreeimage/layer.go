@@ -99,6 +99,12 @@ func unpack(r io.Reader, dir string, keepWhiteouts bool) (layerFlags, error) {
 	explicit := map[string]bool{".": true}
 	implicit := map[string]bool{}
 	var pending [][2]string // hard links whose target was not there yet
+	// Directories get their owners and modes after every entry is in,
+	// as tar does: a directory only its owner may enter (0700, another
+	// uid) must still take its entries when this runs as root without
+	// CAP_DAC_OVERRIDE (the boot disk Job's pod).
+	dirs := map[string]dirAttrs{}
+	var dirOrder []string
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -162,7 +168,10 @@ func unpack(r io.Reader, dir string, keepWhiteouts bool) (layerFlags, error) {
 			if err := root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 				return flags, fmt.Errorf("layer entry %s: %w", h.Name, err)
 			}
-			err = setDir(root, name, h, mode)
+			if _, seen := dirs[name]; !seen {
+				dirOrder = append(dirOrder, name)
+			}
+			dirs[name] = dirAttrs{header: h, mode: mode}
 		case tar.TypeReg:
 			if strings.HasPrefix(base, whiteoutPrefix) {
 				// ostree-ext keeps whiteouts as empty files.
@@ -211,10 +220,25 @@ func unpack(r io.Reader, dir string, keepWhiteouts bool) (layerFlags, error) {
 			return flags, fmt.Errorf("layer entry %s: %w", l[1], err)
 		}
 	}
+	// Children before parents: a parent's mode may shut out its owner's
+	// group and others, never root as owner of what is inside.
+	for i := len(dirOrder) - 1; i >= 0; i-- {
+		d := dirs[dirOrder[i]]
+		if err := setDir(root, dirOrder[i], d.header, d.mode); err != nil {
+			return flags, fmt.Errorf("layer entry %s: %w", d.header.Name, err)
+		}
+	}
 	if flags.Etc && flags.UsrEtc {
 		return flags, errEtcAndUsrEtc
 	}
 	return flags, nil
+}
+
+// dirAttrs is what a directory entry of a layer sets once the layer's
+// entries are all in.
+type dirAttrs struct {
+	header *tar.Header
+	mode   fs.FileMode
 }
 
 var errEtcAndUsrEtc = errors.New("the image has both /etc and /usr/etc (bootc container lint: /usr/etc is reserved)")
