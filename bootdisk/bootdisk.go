@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/strata-dev/strata/ostreeimage"
 )
 
 // Stateroot is the ostree "os" the image is deployed into: bootc install's
@@ -100,7 +102,10 @@ func Build(ctx context.Context, out string, o Options) error {
 	if err := admin("os-init", Stateroot); err != nil {
 		return err
 	}
-	img, err := importImage(ctx, ostree, filepath.Join(sysroot, "ostree", "repo"), o.Image)
+	// Imported layer by layer, as bootc does, so that a later switch to
+	// an image derived from this one reuses the disk's layer commits.
+	repo := ostreeimage.Repo{Path: filepath.Join(sysroot, "ostree", "repo"), Ostree: ostree}
+	img, err := repo.Import(ctx, o.Image)
 	if err != nil {
 		return fmt.Errorf("boot disk: import %s: %w", o.Reference, err)
 	}
@@ -108,7 +113,7 @@ func Build(ctx context.Context, out string, o Options) error {
 		return fmt.Errorf("boot disk: %w", err)
 	}
 	origin := filepath.Join(work, "origin")
-	if err := os.WriteFile(origin, Origin(ref.String()), 0o644); err != nil {
+	if err := os.WriteFile(origin, []byte(ostreeimage.Origin{Image: ref.String()}.String()), 0o644); err != nil {
 		return fmt.Errorf("boot disk: %w", err)
 	}
 	args := []string{"deploy", "--os=" + Stateroot, "--origin-file=" + origin}
@@ -143,13 +148,6 @@ func Build(ctx context.Context, out string, o Options) error {
 // then the caller's.
 func Kargs(image, extra []string) []string {
 	return append(append(append([]string{}, BaseKargs...), image...), extra...)
-}
-
-// Origin is bootc's origin file for a deployment of ref (by digest), as
-// bootc writes it: the image fetched from a registry without signature
-// verification.
-func Origin(ref string) []byte {
-	return []byte("[origin]\ncontainer-image-reference=ostree-unverified-registry:" + ref + "\n")
 }
 
 // syslinuxBootstrap makes ostree pick its syslinux backend and gives it

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/strata-dev/strata/bootdisk"
+	"github.com/strata-dev/strata/ostreeimage"
 	"github.com/strata-dev/strata/test/testregistry"
 )
 
@@ -78,7 +79,7 @@ func TestBuild(t *testing.T) {
 		t.Fatalf("want one deployment in %s, got %v", dir, deploys)
 	}
 	dep := dir + "/" + deploys[0][1]
-	if got, want := debugfs(t, disk, "cat "+dep+".origin"), string(bootdisk.Origin(ref)); got != want {
+	if got, want := debugfs(t, disk, "cat "+dep+".origin"), (ostreeimage.Origin{Image: ref}).String(); got != want {
 		t.Errorf("origin file %q, want %q", got, want)
 	}
 	if got := debugfs(t, disk, "cat "+dep+"/etc/hello"); got != "from the image\n" {
