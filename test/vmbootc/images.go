@@ -57,31 +57,32 @@ func (s *System) imageDigests() (map[string]string, error) {
 const imageCacheDir = "bootc-images"
 
 // describe is the imported image whose commit csum is; nil when csum is
-// no imported image's commit.
-func (s *System) describe(ctx context.Context, csum string, digests map[string]string) (*ostreeimage.Image, error) {
+// no imported image's commit. It cannot fail: what ostree cannot say is
+// left out of status, as the digest is always known from the ref.
+func (s *System) describe(ctx context.Context, csum string, digests map[string]string) *ostreeimage.Image {
 	cache := filepath.Join(s.Run, imageCacheDir, csum+".json")
 	if data, err := os.ReadFile(cache); err == nil {
 		var im ostreeimage.Image
 		if json.Unmarshal(data, &im) == nil && im.Checksum == csum {
-			return &im, nil
+			return &im
 		}
 	}
 	digest, ok := digests[csum]
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	im, ok, err := s.images().Lookup(ctx, digest)
 	if err != nil {
 		// An image commit ostreeimage did not make (the boot disk's
 		// stand-in importer records no image configuration): its ref
 		// still says the digest, which is what the daemon reads.
-		return &ostreeimage.Image{Checksum: csum, Digest: digest}, nil
+		return &ostreeimage.Image{Checksum: csum, Digest: digest}
 	}
 	if !ok || im.Checksum != csum {
-		return nil, nil
+		return nil
 	}
 	s.remember(im)
-	return im, nil
+	return im
 }
 
 // remember caches what is known of an image commit; a cache that cannot

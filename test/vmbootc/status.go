@@ -2,8 +2,6 @@ package vmbootc
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 
 	"github.com/strata-dev/strata/rollout/bootc"
 )
@@ -87,14 +85,14 @@ func (s *System) Status(ctx context.Context) (*bootc.Host, error) {
 			// Debian 12's systemd 252 has no soft-reboot.
 			SoftRebootCapable: false,
 		}
-		// bootc: download-only is "staged and finalization locked";
-		// ostree-finalize-staged leaves a deployment staged while this
-		// file exists (libostree 2022.7 honours it too, though its
-		// command line cannot create it, so this bootc never does).
+		// bootc: download-only is "staged and finalization locked"
+		// (downloadonly.go).
 		if d.Staged {
-			if _, err := os.Stat(filepath.Join(s.Run, stagedLockedFile)); err == nil {
-				e.DownloadOnly = true
+			locked, err := s.stagedLocked()
+			if err != nil {
+				return nil, err
 			}
+			e.DownloadOnly = locked
 		}
 		if d.Origin.Image == "" {
 			return e, nil
@@ -102,11 +100,7 @@ func (s *System) Status(ctx context.Context) (*bootc.Host, error) {
 		e.Image = &bootc.ImageStatus{
 			Image: bootc.ImageReference{Image: d.Origin.Image, Transport: bootc.TransportRegistry},
 		}
-		im, err := s.describe(ctx, d.Checksum, digests)
-		if err != nil {
-			return nil, err
-		}
-		if im != nil {
+		if im := s.describe(ctx, d.Checksum, digests); im != nil {
 			e.Image.Version, e.Image.Timestamp = im.Version, im.Created
 			e.Image.ImageDigest, e.Image.Architecture = im.Digest, im.Architecture
 		}

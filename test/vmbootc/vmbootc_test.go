@@ -811,7 +811,7 @@ func TestStatusOfAnImageCommitWithoutConfiguration(t *testing.T) {
 	ostree(t, "commit", "--repo="+repo, "--branch="+ostreeimage.ImageRef(one.Digest), "--tree=ref="+booted.Checksum,
 		"--add-metadata-string="+ostreeimage.MetaManifestDigest+"="+one.Digest)
 	ostree(t, "admin", "deploy", "--sysroot="+n.sys.Sysroot, "--os="+stateroot, "--retain", ostreeimage.ImageRef(one.Digest))
-	origin := filepath.Join(n.deployments()[0].Dir + ".origin")
+	origin := n.deployments()[0].Dir + ".origin"
 	if err := os.WriteFile(origin, []byte(ostreeimage.Origin{Image: one.Ref}.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
