@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/strata-dev/strata/bootdisk"
+	"github.com/strata-dev/strata/test/testenv"
 )
 
 // BaseImage is the bootable base hack/vm/base.sh pushes (make vm-base);
@@ -27,7 +29,8 @@ func BaseImage() string {
 // Disk returns a boot disk of the image ref (a tag or a digest; the
 // registry is read over plain HTTP), made by bootdisk.Build and cached
 // under .infra/vm/disks by the image's reference by digest (which the
-// disk's origin names): a VM's disk is an overlay of it, so one copy
+// disk's origin names) and the disk code (diskCodeHash): a VM's disk is
+// an overlay of it, so one copy
 // serves every test. It also returns that reference.
 func Disk(t testing.TB, ref string) (disk, digestRef string) {
 	t.Helper()
@@ -45,7 +48,7 @@ func Disk(t testing.TB, ref string) (disk, digestRef string) {
 	}
 	digestRef = r.Context().Digest(d.String()).String()
 	dir := filepath.Join(infraVM(t), "disks")
-	key := sha256.Sum256([]byte(digestRef))
+	key := sha256.Sum256([]byte(digestRef + "\n" + diskCodeHash(t)))
 	disk = filepath.Join(dir, hex.EncodeToString(key[:12])+".raw")
 	if _, err := os.Stat(disk); err == nil {
 		// Used now: pruneDisks keeps it.
@@ -68,6 +71,34 @@ func Disk(t testing.TB, ref string) (disk, digestRef string) {
 	}
 	t.Logf("boot disk of %s made in %s", digestRef, time.Since(start).Round(time.Second))
 	return disk, digestRef
+}
+
+// diskCodeHash hashes the sources of the packages that make a disk
+// (bootdisk, ostreeimage), so that a cached disk made by other code is
+// made again rather than booted: a disk of the same image made before a
+// change of the import can lack what today's guest bootc reads.
+func diskCodeHash(t testing.TB) string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	for _, pkg := range []string{"bootdisk", "ostreeimage"} {
+		files, err := filepath.Glob(filepath.Join(root, pkg, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files { // Glob sorts
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(h, "%s %d\n", filepath.Base(f), len(data))
+			h.Write(data)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // pruneDisks removes the cached disks no test used for a day: each base
