@@ -30,8 +30,7 @@ func BaseImage() string {
 // registry is read over plain HTTP), made by bootdisk.Build and cached
 // under .infra/vm/disks by the image's reference by digest (which the
 // disk's origin names) and the disk code (diskCodeHash): a VM's disk is
-// an overlay of it, so one copy
-// serves every test. It also returns that reference.
+// an overlay of it, so one copy serves every test. It also returns that reference.
 func Disk(t testing.TB, ref string) (disk, digestRef string) {
 	t.Helper()
 	r, err := name.ParseReference(ref, name.Insecure)
