@@ -396,3 +396,29 @@ func (p *tomlParser) escape() (rune, error) {
 	}
 	return 0, p.errorf("invalid escape \\%c", c)
 }
+
+// SplitKargs splits a kernel command line (a boot loader entry's options)
+// at spaces outside double quotes, as the kernel does.
+func SplitKargs(line string) []string {
+	var out []string
+	var cur strings.Builder
+	quoted := false
+	for _, r := range line {
+		switch {
+		case r == '"':
+			quoted = !quoted
+			cur.WriteRune(r)
+		case (r == ' ' || r == '\t') && !quoted:
+			if cur.Len() > 0 {
+				out = append(out, cur.String())
+				cur.Reset()
+			}
+		default:
+			cur.WriteRune(r)
+		}
+	}
+	if cur.Len() > 0 {
+		out = append(out, cur.String())
+	}
+	return out
+}

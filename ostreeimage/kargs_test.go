@@ -82,3 +82,11 @@ func TestMergeKargs(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
+
+func TestSplitKargs(t *testing.T) {
+	got := SplitKargs(` root=/dev/vda  rw quoted="a b"	console=ttyS0 ostree=/ostree/boot.1/strata/x/0 `)
+	want := []string{"root=/dev/vda", "rw", `quoted="a b"`, "console=ttyS0", "ostree=/ostree/boot.1/strata/x/0"}
+	if !slices.Equal(got, want) {
+		t.Errorf("SplitKargs = %q, want %q", got, want)
+	}
+}

@@ -127,7 +127,7 @@ func (s *Sim) readEntry(path string) (*deployment, error) {
 	}
 	d := &deployment{entry: path, version: version, Kernel: fields["linux"] + " " + fields["initrd"]}
 	var bootLink string
-	for _, arg := range splitKargs(fields["options"]) {
+	for _, arg := range ostreeimage.SplitKargs(fields["options"]) {
 		if v, ok := strings.CutPrefix(arg, "ostree="); ok {
 			bootLink = v
 			continue
@@ -309,32 +309,6 @@ func (s *Sim) gcRefs(ctx context.Context, st *state) error {
 		keep = append(keep, info.Digest)
 	}
 	return s.images().RemoveUnused(ctx, keep)
-}
-
-// splitKargs splits a kernel command line at spaces outside double
-// quotes, as the kernel does.
-func splitKargs(line string) []string {
-	var out []string
-	var cur strings.Builder
-	quoted := false
-	for _, r := range line {
-		switch {
-		case r == '"':
-			quoted = !quoted
-			cur.WriteRune(r)
-		case (r == ' ' || r == '\t') && !quoted:
-			if cur.Len() > 0 {
-				out = append(out, cur.String())
-				cur.Reset()
-			}
-		default:
-			cur.WriteRune(r)
-		}
-	}
-	if cur.Len() > 0 {
-		out = append(out, cur.String())
-	}
-	return out
 }
 
 // origin is the content of a deployment's origin file, as bootc writes

@@ -2,21 +2,12 @@ package bootcsim
 
 import (
 	"encoding/base64"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 )
-
-func TestSplitKargs(t *testing.T) {
-	got := splitKargs(`a=1  b="x y" c ostree=/ostree/boot.1/strata/x/0`)
-	want := []string{"a=1", `b="x y"`, "c", "ostree=/ostree/boot.1/strata/x/0"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %q, want %q", got, want)
-	}
-}
 
 func TestAuthKeychain(t *testing.T) {
 	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

@@ -3,18 +3,9 @@ package vmbootc
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
-
-func TestSplitKargs(t *testing.T) {
-	got := SplitKargs(` root=/dev/vda  rw quoted="a b"	console=ttyS0 `)
-	want := []string{"root=/dev/vda", "rw", `quoted="a b"`, "console=ttyS0"}
-	if !slices.Equal(got, want) {
-		t.Errorf("SplitKargs = %q, want %q", got, want)
-	}
-}
 
 // TestReadOrigin: a deployment not made from an image has no image; an
 // origin naming an image bootc's way is read by ostreeimage, which

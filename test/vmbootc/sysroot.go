@@ -244,7 +244,7 @@ func (s *System) readEntry(path string) (Deployment, int, error) {
 	}
 	d := Deployment{Entry: path}
 	var bootLink string
-	for _, arg := range SplitKargs(fields["options"]) {
+	for _, arg := range ostreeimage.SplitKargs(fields["options"]) {
 		if v, ok := strings.CutPrefix(arg, "ostree="); ok {
 			bootLink = v
 			continue
@@ -345,30 +345,4 @@ func sameFile(root fs.FileInfo, dir string) bool {
 	a, ok1 := root.Sys().(*syscall.Stat_t)
 	b, ok2 := fi.Sys().(*syscall.Stat_t)
 	return ok1 && ok2 && a.Dev == b.Dev && a.Ino == b.Ino
-}
-
-// SplitKargs splits a kernel command line at spaces outside double
-// quotes, as the kernel does.
-func SplitKargs(line string) []string {
-	var out []string
-	var cur strings.Builder
-	quoted := false
-	for _, r := range line {
-		switch {
-		case r == '"':
-			quoted = !quoted
-			cur.WriteRune(r)
-		case (r == ' ' || r == '\t') && !quoted:
-			if cur.Len() > 0 {
-				out = append(out, cur.String())
-				cur.Reset()
-			}
-		default:
-			cur.WriteRune(r)
-		}
-	}
-	if cur.Len() > 0 {
-		out = append(out, cur.String())
-	}
-	return out
 }
