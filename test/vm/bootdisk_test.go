@@ -38,7 +38,8 @@ func TestFreshNodeFromBootDisk(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	kc, c := cluster(t)
-	_, base := vm.Disk(t, vm.BaseImage())
+	// The pool's build needs the base by digest, not a disk of it.
+	base := vm.DigestRef(t, vm.BaseImage())
 
 	// The base's content is about 350 MB: 2 GiB leave room for the
 	// daemon's /var and a later update's deployment, and keep the Job and

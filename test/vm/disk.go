@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/strata-dev/strata/bootdisk"
@@ -31,19 +32,7 @@ func BaseImage() string {
 // serves every test. It also returns that reference.
 func Disk(t testing.TB, ref string) (disk, digestRef string) {
 	t.Helper()
-	r, err := name.ParseReference(ref, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := remote.Image(r)
-	if err != nil {
-		t.Fatalf("read %s: %v", ref, err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	digestRef = r.Context().Digest(d.String()).String()
+	img, digestRef := resolve(t, ref)
 	dir := filepath.Join(infraVM(t), "disks")
 	key := sha256.Sum256([]byte(digestRef))
 	disk = filepath.Join(dir, hex.EncodeToString(key[:12])+".raw")
@@ -68,6 +57,31 @@ func Disk(t testing.TB, ref string) (disk, digestRef string) {
 	}
 	t.Logf("boot disk of %s made in %s", digestRef, time.Since(start).Round(time.Second))
 	return disk, digestRef
+}
+
+// DigestRef returns the image ref (a tag or a digest; the registry is
+// read over plain HTTP) by digest, for a test that needs no disk of it.
+func DigestRef(t testing.TB, ref string) string {
+	t.Helper()
+	_, d := resolve(t, ref)
+	return d
+}
+
+func resolve(t testing.TB, ref string) (v1.Image, string) {
+	t.Helper()
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(r)
+	if err != nil {
+		t.Fatalf("read %s: %v", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img, r.Context().Digest(d.String()).String()
 }
 
 // pruneDisks removes the cached disks no test used for a day: each base
