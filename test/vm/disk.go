@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/strata-dev/strata/bootdisk"
@@ -30,22 +31,11 @@ func BaseImage() string {
 // registry is read over plain HTTP), made by bootdisk.Build and cached
 // under .infra/vm/disks by the image's reference by digest (which the
 // disk's origin names) and the disk code (diskCodeHash): a VM's disk is
-// an overlay of it, so one copy serves every test. It also returns that reference.
+// an overlay of it, so one copy serves every test. It also returns that
+// reference.
 func Disk(t testing.TB, ref string) (disk, digestRef string) {
 	t.Helper()
-	r, err := name.ParseReference(ref, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := remote.Image(r)
-	if err != nil {
-		t.Fatalf("read %s: %v", ref, err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	digestRef = r.Context().Digest(d.String()).String()
+	img, digestRef := resolve(t, ref)
 	dir := filepath.Join(infraVM(t), "disks")
 	key := sha256.Sum256([]byte(digestRef + "\n" + diskCodeHash(t)))
 	disk = filepath.Join(dir, hex.EncodeToString(key[:12])+".raw")
@@ -98,6 +88,31 @@ func diskCodeHash(t testing.TB) string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// DigestRef returns the image ref (a tag or a digest; the registry is
+// read over plain HTTP) by digest, for a test that needs no disk of it.
+func DigestRef(t testing.TB, ref string) string {
+	t.Helper()
+	_, d := resolve(t, ref)
+	return d
+}
+
+func resolve(t testing.TB, ref string) (v1.Image, string) {
+	t.Helper()
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(r)
+	if err != nil {
+		t.Fatalf("read %s: %v", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img, r.Context().Digest(d.String()).String()
 }
 
 // pruneDisks removes the cached disks no test used for a day: each base

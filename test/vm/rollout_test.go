@@ -32,8 +32,10 @@ import (
 const (
 	apiserverPort = 6443
 	vmPool        = "vm-rollout"
-	vmLabel       = "strata.dev/vm-rollout"
 )
+
+// poolLabel is the label of a pool's VMs and MachineConfigs.
+func poolLabel(pool string) string { return "strata.dev/" + pool }
 
 // factsProbe is the config drive's probe for the rollout: what the
 // scenarios assert on, read in the guest at every multi-user.
@@ -44,6 +46,7 @@ echo "masked: $(systemctl is-active strata-vm-masked.service) $(systemctl is-ena
 echo "etc: $(cat /etc/strata-vm.conf 2>&1)"
 echo "var: $(cat /var/lib/strata-vm/data 2>&1)"
 ostree admin config-diff 2>&1 | sed 's/^/config-diff: /'
+echo "bootc: $(bootc status --format=json 2>&1 | tr -d '\n')"
 `
 
 // fact is the value of the probe's line "key: value" ("" when absent).
@@ -56,18 +59,32 @@ func fact(m vm.Marker, key string) string {
 	return ""
 }
 
-func kubeconfig(t *testing.T) string {
-	if k := os.Getenv("KUBECONFIG"); k != "" {
-		return k
+// cluster returns the test cluster's kubeconfig and a client of it.
+func cluster(t *testing.T) (string, client.Client) {
+	t.Helper()
+	kc := os.Getenv("KUBECONFIG")
+	if kc == "" {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc = filepath.Join(root, ".infra", "cluster", "kubeconfig")
 	}
-	root, err := testenv.RepoRoot()
+	rc, err := clientcmd.BuildConfigFromFlags("", kc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(root, ".infra", "cluster", "kubeconfig")
+	c, err := client.New(rc, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc, c
 }
 
-func vmConfig(version string) *v1alpha1.MachineConfig {
+// vmConfig is pool's MachineConfig: an /etc and a /var file holding
+// version, an enabled and a masked unit, and the kernel argument
+// strata.vm=version.
+func vmConfig(pool, version string) *v1alpha1.MachineConfig {
 	ign := fmt.Sprintf(`{"ignition":{"version":"3.4.0"},
 	"storage":{"files":[
 		{"path":"/etc/strata-vm.conf","mode":420,"contents":{"source":"data:,%[1]s"}},
@@ -76,7 +93,7 @@ func vmConfig(version string) *v1alpha1.MachineConfig {
 		{"name":"strata-vm-enabled.service","enabled":true,"contents":"[Unit]\nDescription=enabled by the MachineConfig\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"},
 		{"name":"strata-vm-masked.service","mask":true}]}}`, version)
 	return &v1alpha1.MachineConfig{
-		ObjectMeta: metav1.ObjectMeta{Name: "50-" + vmPool, Labels: map[string]string{vmLabel: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "50-" + pool, Labels: map[string]string{poolLabel(pool): "true"}},
 		Spec: v1alpha1.MachineConfigSpec{
 			Config:          runtime.RawExtension{Raw: []byte(ign)},
 			KernelArguments: []string{"strata.vm=" + version},
@@ -91,19 +108,11 @@ func vmConfig(version string) *v1alpha1.MachineConfig {
 func TestRealRollout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	kc := kubeconfig(t)
-	rc, err := clientcmd.BuildConfigFromFlags("", kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(rc, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kc, c := cluster(t)
 
 	start := time.Now()
 	disk, base := vm.Disk(t, vm.BaseImage())
-	node := vm.JoinNode(t, ctx, kc, map[string]string{vmLabel: "true"})
+	node := vm.JoinNode(t, ctx, kc, map[string]string{poolLabel(vmPool): "true"})
 	v := vm.Start(t, vm.Config{
 		Disk:        disk,
 		Ports:       map[int]int{apiserverPort: apiserverPort, registryPort: registryPort},
@@ -116,52 +125,13 @@ func TestRealRollout(t *testing.T) {
 
 	// The pool, its MachineConfig, and the MachineOSConfig that layers it
 	// on the VM base.
-	for name, auth := range map[string]string{"vm-push": "dm0tcHVzaDp2bQ==", "vm-pull": "dm0tcHVsbDp2bQ=="} {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: vm.DaemonNamespace, Name: name}}
-		if _, err := controllerutil.CreateOrUpdate(ctx, c, s, func() error {
-			s.Type = corev1.SecretTypeDockerConfigJson
-			s.Data = map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"127.0.0.1:5000":{"auth":"` + auth + `"}}}`)}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pool := &v1alpha1.MachineConfigPool{
-		ObjectMeta: metav1.ObjectMeta{Name: vmPool},
-		Spec: v1alpha1.MachineConfigPoolSpec{
-			NodeSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{vmLabel: "true"}},
-			MachineConfigSelector: &metav1.LabelSelector{MatchLabels: map[string]string{vmLabel: "true"}},
-			MaxUnavailable:        ptr.To(intstr.FromInt32(1)),
-			// The boot check waits this long before it rolls back.
-			HealthCheckTimeout: &metav1.Duration{Duration: 90 * time.Second},
-			DrainTimeout:       &metav1.Duration{Duration: 5 * time.Minute},
-		},
-	}
-	mc := vmConfig("one")
-	newMOSC := func() *v1alpha1.MachineOSConfig {
-		return &v1alpha1.MachineOSConfig{
-			ObjectMeta: metav1.ObjectMeta{Name: vmPool},
-			Spec: v1alpha1.MachineOSConfigSpec{
-				MachineConfigPool:       v1alpha1.LocalObjectReference{Name: vmPool},
-				ImageBuilder:            v1alpha1.MachineOSImageBuilder{ImageBuilderType: v1alpha1.JobBuilder},
-				BaseImagePullSpec:       base,
-				RenderedImagePushSecret: v1alpha1.SecretReference{Name: "vm-push"},
-				RenderedImagePullSecret: &v1alpha1.SecretReference{Name: "vm-pull"},
-				RenderedImagePushSpec:   "127.0.0.1:5000/strata/vm-rollout:latest",
-			},
-		}
-	}
-	mosc := newMOSC()
-	for _, o := range []client.Object{pool, mc, mosc} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
-		}
-		t.Cleanup(func() { _ = client.IgnoreNotFound(c.Delete(context.Background(), o)) })
-	}
+	mc := vmConfig(vmPool, "one")
+	mosc := layeredPool(t, ctx, c, vmPool, base, mc, nil)
 
 	// The change: one real reboot into the built image.
 	start = time.Now()
-	image, render := waitBuilt(t, ctx, c, mc.Name, "")
+	build, render := waitBuilt(t, ctx, c, vmPool, mc.Name, "")
+	image := build.Status.DigestedImagePushSpec
 	t.Logf("switch: image %s built in %s", image, time.Since(start).Round(time.Second))
 	second := v.WaitMarker(t, "multi-user", 10*time.Minute)
 	t.Logf("switch: rebooted into %s after %s", second.Deployment, time.Since(start).Round(time.Second))
@@ -210,7 +180,7 @@ func TestRealRollout(t *testing.T) {
 	// masks it) is rolled back by the node's boot check alone: no daemon
 	// runs on it, so nothing in the cluster can help.
 	start = time.Now()
-	broken := vmConfig("two")
+	broken := vmConfig(vmPool, "two")
 	if err := c.Get(ctx, client.ObjectKeyFromObject(mc), mc); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +191,7 @@ func TestRealRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The MachineOSConfig builds the new render only.
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		p := &v1alpha1.MachineConfigPool{}
 		err := c.Get(ctx, client.ObjectKey{Name: vmPool}, p)
 		return err == nil && p.Status.Configuration.Name != "" && p.Status.Configuration.Name != render, err
@@ -231,13 +201,14 @@ func TestRealRollout(t *testing.T) {
 	}
 	// Without a MachineOSConfig only /var-bound files reach the node, so
 	// the mask waits for the image built from it.
-	if err := c.Create(ctx, newMOSC()); err != nil {
+	again := &v1alpha1.MachineOSConfig{ObjectMeta: metav1.ObjectMeta{Name: mosc.Name}, Spec: *mosc.Spec.DeepCopy()}
+	if err := c.Create(ctx, again); err != nil {
 		t.Fatal(err)
 	}
-	bad, _ := waitBuilt(t, ctx, c, mc.Name, render)
+	bad, _ := waitBuilt(t, ctx, c, vmPool, mc.Name, render)
 	fourth := v.WaitMarker(t, "multi-user", 10*time.Minute)
 	if fourth.Deployment == third.Deployment {
-		t.Fatalf("the VM did not boot the broken image %s: %+v", bad, fourth)
+		t.Fatalf("the VM did not boot the broken image %s: %+v", bad.Status.DigestedImagePushSpec, fourth)
 	}
 	fifth := v.WaitMarker(t, "multi-user", 10*time.Minute)
 	t.Logf("boot check: rolled back to %s after %s", fifth.Deployment, time.Since(start).Round(time.Second))
@@ -256,16 +227,72 @@ func TestRealRollout(t *testing.T) {
 	}
 }
 
-// waitBuilt waits until the pool renders a configuration other than
+// layeredPool creates the pool of the VMs labelled poolLabel(pool), its
+// MachineConfig mc, and the MachineOSConfig (named pool) that layers the
+// pool's configuration on base, pushes it to the test registry and, with
+// disk, makes its boot disk; it returns the MachineOSConfig. All are
+// deleted when the test ends.
+func layeredPool(t *testing.T, ctx context.Context, c client.Client, pool, base string, mc *v1alpha1.MachineConfig, disk *v1alpha1.BootDisk) *v1alpha1.MachineOSConfig {
+	t.Helper()
+	for name, auth := range map[string]string{"vm-push": "dm0tcHVzaDp2bQ==", "vm-pull": "dm0tcHVsbDp2bQ=="} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: vm.DaemonNamespace, Name: name}}
+		if _, err := controllerutil.CreateOrUpdate(ctx, c, s, func() error {
+			s.Type = corev1.SecretTypeDockerConfigJson
+			s.Data = map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"127.0.0.1:5000":{"auth":"` + auth + `"}}}`)}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label := map[string]string{poolLabel(pool): "true"}
+	p := &v1alpha1.MachineConfigPool{
+		ObjectMeta: metav1.ObjectMeta{Name: pool},
+		Spec: v1alpha1.MachineConfigPoolSpec{
+			NodeSelector:          &metav1.LabelSelector{MatchLabels: label},
+			MachineConfigSelector: &metav1.LabelSelector{MatchLabels: label},
+			MaxUnavailable:        ptr.To(intstr.FromInt32(1)),
+			// The boot check waits this long before it rolls back.
+			HealthCheckTimeout: &metav1.Duration{Duration: 90 * time.Second},
+			DrainTimeout:       &metav1.Duration{Duration: 5 * time.Minute},
+		},
+	}
+	mosc := &v1alpha1.MachineOSConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: pool},
+		Spec: v1alpha1.MachineOSConfigSpec{
+			MachineConfigPool:       v1alpha1.LocalObjectReference{Name: pool},
+			ImageBuilder:            v1alpha1.MachineOSImageBuilder{ImageBuilderType: v1alpha1.JobBuilder},
+			BaseImagePullSpec:       base,
+			RenderedImagePushSecret: v1alpha1.SecretReference{Name: "vm-push"},
+			RenderedImagePullSecret: &v1alpha1.SecretReference{Name: "vm-pull"},
+			RenderedImagePushSpec:   "127.0.0.1:5000/strata/" + pool + ":latest",
+			BootDisk:                disk,
+		},
+	}
+	create(t, ctx, c, p, mc, mosc)
+	return mosc
+}
+
+// create creates the objects and deletes them when the test ends.
+func create(t *testing.T, ctx context.Context, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+		}
+		t.Cleanup(func() { _ = client.IgnoreNotFound(c.Delete(context.Background(), o)) })
+	}
+}
+
+// waitBuilt waits until pool renders a configuration other than
 // notRender that merges mc, and its MachineOSConfig's build of that
-// configuration succeeds; it returns the image and the configuration.
+// configuration succeeds; it returns the build and the configuration.
 // (The pool's first renders may lack mc, and their builds are not the
 // image the node ends on.)
-func waitBuilt(t *testing.T, ctx context.Context, c client.Client, mc, notRender string) (image, render string) {
+func waitBuilt(t *testing.T, ctx context.Context, c client.Client, pool, mc, notRender string) (build *v1alpha1.MachineOSBuild, render string) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
 		p := &v1alpha1.MachineConfigPool{}
-		if err := c.Get(ctx, client.ObjectKey{Name: vmPool}, p); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Name: pool}, p); err != nil {
 			return false, err
 		}
 		render = p.Status.Configuration.Name
@@ -273,7 +300,7 @@ func waitBuilt(t *testing.T, ctx context.Context, c client.Client, mc, notRender
 			return false, nil
 		}
 		m := &v1alpha1.MachineOSConfig{}
-		if err := c.Get(ctx, client.ObjectKey{Name: vmPool}, m); err != nil || m.Status.MachineOSBuild == nil {
+		if err := c.Get(ctx, client.ObjectKey{Name: pool}, m); err != nil || m.Status.MachineOSBuild == nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		b := &v1alpha1.MachineOSBuild{}
@@ -283,13 +310,13 @@ func waitBuilt(t *testing.T, ctx context.Context, c client.Client, mc, notRender
 		if meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildFailed) {
 			return false, fmt.Errorf("build %s failed: %+v", b.Name, b.Status.Failure)
 		}
-		image = b.Status.DigestedImagePushSpec
+		build = b
 		return b.Spec.MachineConfig.Name == render && meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildSucceeded), nil
 	})
 	if err != nil {
 		t.Fatalf("the pool's image: %v", err)
 	}
-	return image, render
+	return build, render
 }
 
 // waitNode waits until the VM's daemon reports image as current (and
