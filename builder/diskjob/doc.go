@@ -40,8 +40,7 @@
 // own), with only the capabilities that takes (Capabilities), measured by
 // running strata-bootdisk under setpriv with that bounding set on an image
 // with files of other users, setuid and setgid files and directories only
-// their owner reads (cmd/strata-bootdisk's TestPodCapabilities, with the
-// stand-in and with package bootdisk):
+// their owner reads (cmd/strata-bootdisk's TestPodCapabilities):
 //
 //   - CHOWN: without it unpacking the image fails (files of other owners);
 //   - DAC_READ_SEARCH: without it ostree cannot read a directory only its

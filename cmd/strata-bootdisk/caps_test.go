@@ -178,8 +178,8 @@ func TestPodCapabilities(t *testing.T) {
 }
 
 // deploymentRoot is where the image's files are on the disk: the ostree
-// deployment's root, or the file system's root (the stand-in's flat
-// layout).
+// deployment's root ("/" when the disk has none, where the caller's
+// checks then find nothing).
 func deploymentRoot(t *testing.T, disk string) string {
 	t.Helper()
 	out, err := exec.Command("debugfs", "-R", "ls -p /ostree/deploy/default/deploy", disk).CombinedOutput()

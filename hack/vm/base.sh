@@ -148,19 +148,9 @@ sd=$t/usr/lib/systemd/system
 mkdir -p "$sd/sockets.target.wants" "$sd/multi-user.target.wants" "$sd/run-configdrive.mount.wants" "$t/usr/libexec/strata" "$t/usr/bin"
 
 # The guest's bootc: a small program of ours (test/vmbootc/bootc, issue 22)
-# doing what bootc does with Debian's ostree; STRATA_VM_BOOTC names a
-# static binary to use instead (one built from another branch). Without
-# either the image has none and the daemon's bootc calls fail.
-if [[ -n ${STRATA_VM_BOOTC:-} ]]; then
-	log "the guest's bootc: $STRATA_VM_BOOTC (STRATA_VM_BOOTC)"
-	ldd "$STRATA_VM_BOOTC" >/dev/null 2>&1 && die "STRATA_VM_BOOTC $STRATA_VM_BOOTC is not a static binary"
-	install -m 0755 "$STRATA_VM_BOOTC" "$t/usr/bin/bootc"
-elif [[ -d $root/test/vmbootc/bootc ]]; then
-	(cd "$root" && CGO_ENABLED=0 go build -trimpath -tags "$(cat "$root/hack/go-tags")" -ldflags "-s -w" \
-		-o "$t/usr/bin/bootc" ./test/vmbootc/bootc)
-else
-	log "warning: test/vmbootc/bootc is not in this tree: strata/vm-base has no bootc"
-fi
+# doing what bootc does with Debian's ostree, built from the working tree.
+(cd "$root" && CGO_ENABLED=0 go build -trimpath -tags "$(cat "$root/hack/go-tags")" -ldflags "-s -w" \
+	-o "$t/usr/bin/bootc" ./test/vmbootc/bootc)
 
 # Relays: the guest reaches the API server and the registry at the very
 # addresses the host uses (the node's kubeconfig and the image references

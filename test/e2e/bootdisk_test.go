@@ -130,8 +130,7 @@ var _ = Describe("A boot disk", func() {
 		Expect(err).NotTo(HaveOccurred(), string(fs))
 		Expect(string(fs)).To(MatchRegexp(`Filesystem volume name:\s+strata-root`))
 		// The pool's configuration is on it, where the booted system
-		// finds it: the deployment's /etc (the file system's, with
-		// bootdisk's stand-in).
+		// finds it: the deployment's /etc.
 		root := "/"
 		ls, err := exec.CommandContext(ctx, "debugfs", "-R", "ls -p /ostree/deploy/default/deploy", file).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(ls))

@@ -73,9 +73,9 @@ func (s *System) describe(ctx context.Context, csum string, digests map[string]s
 	}
 	im, ok, err := s.images().Lookup(ctx, digest)
 	if err != nil {
-		// An image commit ostreeimage did not make (the boot disk's
-		// stand-in importer records no image configuration): its ref
-		// still says the digest, which is what the daemon reads.
+		// An image commit ostreeimage did not make (another importer
+		// that records no image configuration): its ref still says
+		// the digest, which is what the daemon reads.
 		return &ostreeimage.Image{Checksum: csum, Digest: digest}
 	}
 	if !ok || im.Checksum != csum {

@@ -807,7 +807,7 @@ func TestStatusOfAnImageCommitWithoutConfiguration(t *testing.T) {
 	n := install(t, reg, one)
 	booted := n.deployments()[0]
 	repo := filepath.Join(n.sys.Sysroot, "ostree", "repo")
-	// The same tree, committed as the stand-in importer commits it.
+	// The same tree, committed as a flat importer commits it.
 	ostree(t, "commit", "--repo="+repo, "--branch="+ostreeimage.ImageRef(one.Digest), "--tree=ref="+booted.Checksum,
 		"--add-metadata-string="+ostreeimage.MetaManifestDigest+"="+one.Digest)
 	ostree(t, "admin", "deploy", "--sysroot="+n.sys.Sysroot, "--os="+stateroot, "--retain", ostreeimage.ImageRef(one.Digest))
