@@ -7,20 +7,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
-
-	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -169,25 +161,5 @@ func baseWithKernel(ctx context.Context) string {
 	}
 	Expect(tw.Close()).To(Succeed())
 
-	base, err := name.ParseReference(registry+"/strata/os-base:latest", name.Insecure)
-	Expect(err).NotTo(HaveOccurred())
-	img, err := remote.Image(base, remote.WithContext(ctx))
-	Expect(err).NotTo(HaveOccurred())
-	mt, err := img.MediaType()
-	Expect(err).NotTo(HaveOccurred())
-	lt := types.DockerLayer
-	if mt == types.OCIManifestSchema1 {
-		lt = types.OCILayer
-	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }, tarball.WithMediaType(lt))
-	Expect(err).NotTo(HaveOccurred())
-	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, MediaType: lt, History: v1.History{CreatedBy: "e2e: a kernel and an initramfs"}})
-	Expect(err).NotTo(HaveOccurred())
-	tag, err := name.ParseReference(fmt.Sprintf("%s/strata/os-base-kernel:%d", registry, time.Now().Unix()), name.Insecure)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(remote.Write(tag, img, remote.WithContext(ctx))).To(Succeed())
-	d, err := img.Digest()
-	Expect(err).NotTo(HaveOccurred())
-	return tag.Context().Name() + "@" + d.String()
+	return pushOnBase(ctx, "os-base-kernel", "e2e: a kernel and an initramfs", buf.Bytes())
 }

@@ -527,6 +527,12 @@ func baseWithoutSoftReboot(ctx context.Context) string {
 	Expect(tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: file, Mode: 0o644})).To(Succeed())
 	Expect(tw.Close()).To(Succeed())
 
+	return pushOnBase(ctx, "os-base-nosoft", "e2e: a systemd without soft-reboot", buf.Bytes())
+}
+
+// pushOnBase pushes the test OS base with one more layer (a tar), under
+// strata/<repo>:<unix time>, and returns it by digest.
+func pushOnBase(ctx context.Context, repo, createdBy string, layerTar []byte) string {
 	base, err := name.ParseReference(registry+"/strata/os-base:latest", name.Insecure)
 	Expect(err).NotTo(HaveOccurred())
 	img, err := remote.Image(base, remote.WithContext(ctx))
@@ -538,12 +544,11 @@ func baseWithoutSoftReboot(ctx context.Context) string {
 	if mt == types.OCIManifestSchema1 {
 		lt = types.OCILayer
 	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }, tarball.WithMediaType(lt))
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerTar)), nil }, tarball.WithMediaType(lt))
 	Expect(err).NotTo(HaveOccurred())
-	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, MediaType: lt, History: v1.History{CreatedBy: "e2e: a systemd without soft-reboot"}})
+	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, MediaType: lt, History: v1.History{CreatedBy: createdBy}})
 	Expect(err).NotTo(HaveOccurred())
-	tag, err := name.ParseReference(fmt.Sprintf("%s/strata/os-base-nosoft:%d", registry, time.Now().Unix()), name.Insecure)
+	tag, err := name.ParseReference(fmt.Sprintf("%s/strata/%s:%d", registry, repo, time.Now().Unix()), name.Insecure)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(remote.Write(tag, img, remote.WithContext(ctx))).To(Succeed())
 	d, err := img.Digest()
