@@ -172,13 +172,13 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := drain.RunCordonOrUncordon(helper, node, true); err != nil {
 		return ctrl.Result{}, fmt.Errorf("cordon node %s: %w", node.Name, err)
 	}
-	drainErr := drain.RunNodeDrain(helper, node.Name)
+	drainErr := evictPods(ctx, helper, node.Name)
 	if drainErr == nil {
 		r.Recorder.Eventf(node, nil, corev1.EventTypeNormal, "Drained", "Drain", "Node %s is drained for its update", node.Name)
 		if err := r.acknowledge(ctx, node, want, nil, false); err != nil {
 			return ctrl.Result{}, err
 		}
-		logger.Info("Drain finished", "elapsed", time.Since(started).Round(time.Second).String())
+		logger.Info("Drain finished", "elapsed", time.Since(started).Round(time.Millisecond).String())
 		return ctrl.Result{}, nil
 	}
 	timeout, err := r.drainTimeout(ctx, node)
