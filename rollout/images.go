@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -34,7 +35,16 @@ type RegistryImages struct {
 	// AuthFile is the host path of the pull secret the daemon writes
 	// for bootc; missing means anonymous.
 	AuthFile string
+
+	// known remembers the answers for images named by digest, which
+	// cannot change: the booted image's is asked at every update, and an
+	// image's again when its update decided ahead is decided once more.
+	mu    sync.Mutex
+	known map[string]string
 }
+
+// maxKnown bounds the answers remembered; a daemon sees a few images.
+const maxKnown = 64
 
 var _ Images = (*RegistryImages)(nil)
 
@@ -45,6 +55,29 @@ var _ Images = (*RegistryImages)(nil)
 // decision takes as a changed image: whatever changed in it may be a
 // kernel or anything else.
 func (r *RegistryImages) BelowConfigLayer(ctx context.Context, image string) (string, error) {
+	pinned := strings.Contains(image, "@sha256:")
+	if pinned {
+		r.mu.Lock()
+		below, ok := r.known[image]
+		r.mu.Unlock()
+		if ok {
+			return below, nil
+		}
+	}
+	below, err := r.read(ctx, image)
+	if err == nil && pinned {
+		r.mu.Lock()
+		if r.known == nil || len(r.known) >= maxKnown {
+			r.known = map[string]string{}
+		}
+		r.known[image] = below
+		r.mu.Unlock()
+	}
+	return below, err
+}
+
+// read reads image's manifest and config from its registry.
+func (r *RegistryImages) read(ctx context.Context, image string) (string, error) {
 	kc := authn.NewMultiKeychain()
 	if r.AuthFile != "" {
 		if _, err := os.Stat(r.AuthFile); err == nil {
