@@ -72,6 +72,7 @@ type options struct {
 	bootcVersion                   string
 	nodes, podsPerNode, maxUnavail int
 	stageAhead                     int
+	memoryDisks                    bool
 	reboot, softReboot             time.Duration
 	// failOnMissedGoal: a missed goal is an exit status, not only a line.
 	failOnMissedGoal bool
@@ -89,6 +90,7 @@ func main() {
 	// main branch has (bootc-sim models both); with 1.16 every node stages
 	// in its own slot.
 	flag.StringVar(&o.bootcVersion, "bootc-version", string(bootcsim.VersionMain), "the bootc release the simulated nodes run")
+	flag.BoolVar(&o.memoryDisks, "memory-disks", true, "keep the simulated nodes' disks in memory (a tmpfs), not on the one disk of this machine they would share (simnode.Config.MemoryDisks)")
 	flag.StringVar(&o.nodeLog, "node-log", "", "keep the simulated nodes' log (their daemons' output) in this file")
 	flag.DurationVar(&o.reboot, "reboot", 20*time.Second, "how long a simulated full reboot keeps a node down")
 	flag.DurationVar(&o.softReboot, "soft-reboot", 2*time.Second, "how long a simulated soft reboot keeps a node down")
@@ -175,6 +177,8 @@ func run(ctx context.Context, o options) error {
 		RebootDuration: o.reboot, SoftRebootDuration: o.softReboot, BootcVersion: o.bootcVersion,
 		// Where a node's time goes shows in milliseconds, not seconds.
 		DaemonArgs: []string{"--zap-time-encoding=rfc3339nano"},
+		// Ten nodes on one disk would each wait for the others' syncs.
+		MemoryDisks: o.memoryDisks,
 	})
 	if err != nil {
 		return err
@@ -432,11 +436,16 @@ func (b *bench) measure(ctx context.Context, name string, k config) (result, err
 	pushed := time.Now()
 	b.image = image
 	logf("case %s: image pushed %.2fs after the apply", name, pushed.Sub(applied).Seconds())
-	if err := b.waitUpdated(ctx, image); err != nil {
-		return r, err
-	}
-	// The watch's own times are the figures; it may lag the poll.
-	if err := poll(ctx, 30*time.Second, "the watch to see every node updated", func() (bool, error) {
+	// From the watch alone: polling every node through the API server
+	// would load the machine the rollout runs on, and the watch's own
+	// times are the figures.
+	if err := poll(ctx, 10*time.Minute, "every node updated", func() (bool, error) {
+		if err := b.sims.Err(); err != nil {
+			return false, err
+		}
+		if err := w.degraded(); err != nil {
+			return false, err
+		}
 		return w.updatedCount(image) == len(b.nodes), nil
 	}); err != nil {
 		return r, err
@@ -552,17 +561,21 @@ func (b *bench) waitImage(ctx context.Context, not string) (string, error) {
 }
 
 // waitUpdated waits until every node runs image's config: image current,
-// config current, Done.
+// config current, Done. One List a poll: it runs beside what it waits for.
 func (b *bench) waitUpdated(ctx context.Context, image string) error {
 	return poll(ctx, 10*time.Minute, "every node updated", func() (bool, error) {
 		if err := b.sims.Err(); err != nil {
 			return false, err
 		}
-		for _, n := range b.nodes {
-			node, err := b.cs.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
+		nodes, err := b.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: label + "=true"})
+		if err != nil {
+			return false, err
+		}
+		if len(nodes.Items) != len(b.nodes) {
+			return false, fmt.Errorf("the pool has %d nodes, want %d", len(nodes.Items), len(b.nodes))
+		}
+		for i := range nodes.Items {
+			node, n := &nodes.Items[i], nodes.Items[i].Name
 			if !updated(node, image) {
 				a := node.Annotations
 				if a[v1alpha1.StateAnnotation] == v1alpha1.NodeStateDegraded {
@@ -614,15 +627,17 @@ type watcher struct {
 	cordonTotal, notReadyTotal time.Duration
 	drainReqs                  map[string]bool
 	updatedAt                  map[string]map[string]time.Time
-	deleted                    int
-	cancel                     context.CancelFunc
-	done                       sync.WaitGroup
+	// degradedWhy is each Degraded node's reason.
+	degradedWhy map[string]string
+	deleted     int
+	cancel      context.CancelFunc
+	done        sync.WaitGroup
 }
 
 func (b *bench) watch(ctx context.Context) (*watcher, error) {
 	w := &watcher{
 		cordonSince: map[string]time.Time{}, notReadySince: map[string]time.Time{},
-		drainReqs: map[string]bool{}, updatedAt: map[string]map[string]time.Time{},
+		drainReqs: map[string]bool{}, updatedAt: map[string]map[string]time.Time{}, degradedWhy: map[string]string{},
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
@@ -682,6 +697,11 @@ func (w *watcher) observe(n *corev1.Node, now time.Time, initial bool) {
 	if d := n.Annotations[v1alpha1.DesiredDrainAnnotation]; !initial && strings.HasPrefix(d, v1alpha1.DrainRequestPrefix) {
 		w.drainReqs[n.Name+"/"+d] = true
 	}
+	if n.Annotations[v1alpha1.StateAnnotation] == v1alpha1.NodeStateDegraded {
+		w.degradedWhy[n.Name] = n.Annotations[v1alpha1.ReasonAnnotation]
+	} else {
+		delete(w.degradedWhy, n.Name)
+	}
 	image := n.Annotations[v1alpha1.CurrentImageAnnotation]
 	if w.updatedAt[image] == nil {
 		w.updatedAt[image] = map[string]time.Time{}
@@ -717,6 +737,16 @@ func (w *watcher) updatedCount(image string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.updatedAt[image])
+}
+
+// degraded names a node the watch last saw Degraded, and why.
+func (w *watcher) degraded() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for n, why := range w.degradedWhy {
+		return fmt.Errorf("node %s Degraded: %s", n, why)
+	}
+	return nil
 }
 
 func (w *watcher) drains() int {
