@@ -302,6 +302,8 @@ func (d *Daemon) observe(s *scope) *observed {
 		Staged:             s.staged,
 		StagedLocked:       s.stagedLocked,
 		StageAhead:         bootc.DigestOf(s.annotation(v1alpha1.DesiredStageAnnotation)),
+		StageImage:         s.annotation(v1alpha1.DesiredStageAnnotation),
+		StageConfig:        s.annotation(v1alpha1.DesiredStageConfigAnnotation),
 		CanStageAhead:      s.canStageAhead,
 		RollbackQueued:     s.host.Status.RollbackQueued || s.host.Spec.BootOrder == "rollback",
 		BootID:             s.bootID,
@@ -353,6 +355,18 @@ func (d *Daemon) reportCurrent(s *scope) {
 	}
 	if _, ok := s.node.Annotations[v1alpha1.StagedImageAnnotation]; ok || ahead != "" {
 		s.report(v1alpha1.StagedImageAnnotation, ahead)
+	}
+	// The update staged ahead, decided Live without a drain, while it is
+	// still the one asked for.
+	live := ""
+	if stageImage := s.annotation(v1alpha1.DesiredStageAnnotation); ahead != "" && bootc.DigestOf(stageImage) == s.staged {
+		key := UpdateKey(stageImage, s.annotation(v1alpha1.DesiredStageConfigAnnotation))
+		if s.rec.decided(key) && s.rec.Disruption.live() {
+			live = key
+		}
+	}
+	if _, ok := s.node.Annotations[v1alpha1.StagedLiveAnnotation]; ok || live != "" {
+		s.report(v1alpha1.StagedLiveAnnotation, live)
 	}
 	if _, ok := s.node.Annotations[v1alpha1.BootedImageAnnotation]; ok || booted != "" {
 		s.report(v1alpha1.BootedImageAnnotation, booted)

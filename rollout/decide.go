@@ -53,6 +53,13 @@ const (
 	// over the changes, the image and the policy) once its image is
 	// staged, and records it.
 	actDecide action = "decide"
+	// actDecideAhead decides, as actDecide does, what the update the node
+	// holds staged ahead will cost it (desiredStage with
+	// desiredStageConfig), and records it: when the node's turn comes
+	// the update is decided already, and a Live one without a drain is
+	// reported (stagedLive) so that the controller can take the node
+	// without counting it against maxUnavailable.
+	actDecideAhead action = "decideAhead"
 	// actApplyLive applies a Live decision: the node items and the
 	// changed /etc paths written live as the staged deployment has them,
 	// then the actions; the image stays staged. A failure falls back to
@@ -119,7 +126,7 @@ func (a action) ends() bool {
 // it returns is reported in the reason annotation.
 func (a action) updating() bool {
 	switch a {
-	case actIdle, actInSync, actDrainFailed, actReadConfig, actReject, actReportFailed, actStageAhead:
+	case actIdle, actInSync, actDrainFailed, actReadConfig, actReject, actReportFailed, actStageAhead, actDecideAhead:
 		return false
 	}
 	return true
@@ -158,6 +165,9 @@ type observed struct {
 	// the daemon does not stage ahead.
 	StageAhead    string
 	CanStageAhead bool
+	// StageImage and StageConfig are the update staged ahead, from the
+	// desiredStage and desiredStageConfig annotations ("" for none).
+	StageImage, StageConfig string
 	// BootID identifies the running boot.
 	BootID string
 	// SoftReboots is systemd's count of soft reboots of this boot, read
@@ -237,6 +247,9 @@ func decide(o *observed, rec *Record) action {
 			if o.StageAhead != "" && o.StageAhead != want && o.Staged != o.StageAhead && o.CanStageAhead {
 				return actStageAhead
 			}
+			if o.stagedAhead() && o.StageConfig != "" && !rec.decided(UpdateKey(o.StageImage, o.StageConfig)) {
+				return actDecideAhead
+			}
 			return actInSync
 		case rec.Disruption != nil && rec.Disruption.Key == key && rec.CurrentImage != o.Image:
 			// Staged for this update, and booted without its drain and
@@ -253,7 +266,7 @@ func decide(o *observed, rec *Record) action {
 
 	// An image update, up to its reboot.
 	drain := v1alpha1.DrainRequestPrefix + key
-	live := rec.Disruption != nil && rec.Disruption.Key == key && rec.Disruption.Kind == disruption.Live
+	live := rec.decided(key) && rec.Disruption.Kind == disruption.Live
 	switch {
 	case rec.CurrentConfig == o.Config && rec.CurrentImage == o.Image && o.Staged == want:
 		// Applied live: the config runs, the image boots next.
@@ -268,7 +281,7 @@ func decide(o *observed, rec *Record) action {
 		return actReportWorking
 	case o.Staged != want:
 		return actStage
-	case rec.Disruption == nil || rec.Disruption.Key != key:
+	case !rec.decided(key):
 		return actDecide
 	case live && !rec.Disruption.Drain:
 		return actApplyLive
@@ -282,6 +295,15 @@ func decide(o *observed, rec *Record) action {
 		return actWriteItems
 	}
 	return actRecordReboot
+}
+
+// decided says whether the record holds the disruption decision of the
+// update key, taken from the config and image the node runs now: one
+// decided ahead from another current config would compare the wrong
+// configs.
+func (r *Record) decided(key string) bool {
+	d := r.Disruption
+	return d != nil && d.Key == key && (d.From == "" || d.From == UpdateKey(r.CurrentImage, r.CurrentConfig))
 }
 
 // stagedAhead says whether what is staged is the image asked for ahead,

@@ -46,6 +46,10 @@ func TestDecide(t *testing.T) {
 		live             = &Record{Disruption: &DisruptionRecord{Key: key, Kind: "Live"}}
 		liveDrain        = &Record{Disruption: &DisruptionRecord{Key: key, Kind: "Live", Drain: true}}
 		appliedLive      = &Record{CurrentImage: A, CurrentConfig: cfg, Disruption: &DisruptionRecord{Key: key, Kind: "Live"}}
+		// On O, the update (A, cfg) staged ahead and decided from O.
+		from            = UpdateKey(O, cfg)
+		decidedAhead    = &Record{CurrentImage: O, CurrentConfig: cfg, Disruption: &DisruptionRecord{Key: key, Kind: "Live", From: from, Ahead: true}}
+		decidedAheadOff = &Record{CurrentImage: O, CurrentConfig: "rendered-0", Disruption: &DisruptionRecord{Key: key, Kind: "Live", From: from, Ahead: true}}
 	)
 	for _, tc := range []struct {
 		situation string
@@ -62,6 +66,11 @@ func TestDecide(t *testing.T) {
 		{"asked to stage ahead", observed{Image: O, Config: cfg, Booted: dO, StageAhead: dA, CanStageAhead: true}, onO, actStageAhead},
 		{"asked to stage ahead, bootc cannot lock", observed{Image: O, Config: cfg, Booted: dO, StageAhead: dA}, onO, actInSync},
 		{"staged ahead, locked", observed{Image: O, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true, StageAhead: dA, CanStageAhead: true}, onO, actInSync},
+		{"staged ahead with its config: decide ahead", observed{Image: O, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true, StageAhead: dA, StageImage: A, StageConfig: cfg, CanStageAhead: true}, onO, actDecideAhead},
+		{"staged ahead, decided ahead", observed{Image: O, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true, StageAhead: dA, StageImage: A, StageConfig: cfg, CanStageAhead: true}, decidedAhead, actInSync},
+		{"staged ahead, decided ahead for another stage config", observed{Image: O, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true, StageAhead: dA, StageImage: A, StageConfig: "rendered-2", CanStageAhead: true}, decidedAhead, actDecideAhead},
+		{"the turn of a node decided ahead: apply live at once", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true, State: working, ConfigCheck: valid}, decidedAhead, actApplyLive},
+		{"decided ahead from another current config: decide again", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true, State: working, ConfigCheck: valid}, decidedAheadOff, actDecide},
 		{"staged ahead, no longer asked", observed{Image: O, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true}, onO, actUnstage},
 		{"staged ahead unlocked: unstage", observed{Image: O, Config: cfg, Booted: dO, Staged: dA, StageAhead: dA, CanStageAhead: true}, onO, actUnstage},
 		{"asked to stage ahead, config not applied yet", observed{Image: O, Config: cfg, Booted: dO, StageAhead: dA, CanStageAhead: true, ConfigCheck: valid}, none, actApplyConfig},

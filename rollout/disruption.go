@@ -42,7 +42,17 @@ type DisruptionRecord struct {
 	// Paths are the image paths a live apply writes.
 	Paths  []string `json:"paths,omitempty"`
 	Reason string   `json:"reason"`
+	// From is the update key of the config and image the node ran when
+	// this was decided ("" in records older than it: taken as the
+	// current ones).
+	From string `json:"from,omitempty"`
+	// Ahead is set when it was decided for an update staged ahead.
+	Ahead bool `json:"ahead,omitempty"`
 }
+
+// live says whether the decision applies the update live without a
+// drain: nothing cordons, drains or reboots the node.
+func (r *DisruptionRecord) live() bool { return r.Kind == disruption.Live && !r.Drain }
 
 // DisruptionAction is a disruption.Action in the state file.
 type DisruptionAction struct {
@@ -108,8 +118,11 @@ func (d *Daemon) imageChanged(ctx context.Context, s *scope, image string) (bool
 // decideDisruption decides what the update to (image, config) costs the
 // node, once its image is staged (bootc reports the staged deployment's
 // soft-reboot capability), and records it in the state file, the
-// disruption annotation and an Event.
-func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, key string) error {
+// disruption annotation and an Event. Decided ahead (the update is
+// staged ahead, not the node's yet), the disruption annotation, which
+// is the node's current update's, waits for the node's turn; a Live
+// decision without a drain is reported in stagedLive instead.
+func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, key string, ahead bool) error {
 	// The inputs are independent reads (the API server, bootc, the
 	// registry): read at once, the decision costs the slowest of them,
 	// not their sum.
@@ -148,7 +161,8 @@ func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, 
 	case why != "":
 		dec.Reason += " (" + why + ")"
 	}
-	rec := &DisruptionRecord{Key: key, Kind: dec.Kind, Drain: dec.Drain, Reason: dec.Reason}
+	rec := &DisruptionRecord{Key: key, Kind: dec.Kind, Drain: dec.Drain, Reason: dec.Reason,
+		From: UpdateKey(s.rec.CurrentImage, s.rec.CurrentConfig), Ahead: ahead}
 	for _, a := range dec.Actions {
 		rec.Actions = append(rec.Actions, DisruptionAction{Type: a.Type, Service: a.Service})
 	}
@@ -158,6 +172,15 @@ func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, 
 	s.rec.Disruption = rec
 	if err := SaveRecord(d.StateDir, s.rec); err != nil {
 		return err
+	}
+	if ahead {
+		s.log.Info("Decided the disruption of the update staged ahead", "kind", rec.Kind, "drain", rec.Drain,
+			"reason", rec.Reason, "stageKey", key)
+		d.event(s, corev1.EventTypeNormal, "Disruption", "DecideAhead", "Update to %s staged ahead: %s", image, rec.summary())
+		if rec.live() {
+			s.report(v1alpha1.StagedLiveAnnotation, key)
+		}
+		return nil
 	}
 	s.log.Info("Decided the update's disruption", "kind", rec.Kind, "reason", rec.Reason)
 	d.event(s, corev1.EventTypeNormal, "Disruption", "Decide", "%s", rec.summary())

@@ -21,6 +21,9 @@
 //	                         (not a locked stage still asked for)
 //	(none)       any         desired image booted, config applied, stageAhead, inSync
 //	                         desiredStage set and not staged
+//	(none)       any         desired image booted, config applied, decideAhead, inSync
+//	                         staged ahead, desiredStageConfig set,
+//	                         its update not decided
 //	(none)       any         desired image booted, config not      readConfig,
 //	                         applied                               applyConfig, inSync
 //	(none)       Degraded    controller gave up on the drain       drainFailed (waits)
@@ -76,9 +79,15 @@
 // its desired image and config, stageAhead downloads it and stages it
 // locked (switch --download-only, only where bootc has it: staged
 // unlocked, any reboot would boot it without a drain), and the daemon
-// reports it as stagedImage. When the node's turn comes the desired image
-// is the staged one: stage is skipped, and the update's slot is a drain
-// and a reboot. A reboot in between boots the current image and drops
+// reports it as stagedImage. With the stage's config (desiredStageConfig)
+// it then decides the update's disruption ahead (decideAhead), as decide
+// would at the node's turn, from the config and image it runs; a Live
+// decision without a drain is reported as stagedLive (the update key),
+// and the controller takes such a node without counting it against
+// maxUnavailable, as it never becomes unavailable. When the node's turn
+// comes the desired image is the staged one: stage is skipped, and so is
+// decide when decided ahead from the same current config, so the
+// update's slot is a drain and a reboot, or the live apply alone. A reboot in between boots the current image and drops
 // the download (ostree); the daemon stages ahead again if still asked.
 // A locked stage no longer asked for is unstaged like any other.
 //

@@ -178,7 +178,7 @@ func TestNodePolicyRefuses(t *testing.T) {
 		"strata-daemon of node "+own+" may not change Node "+other, "only its own Node")
 	expectRefused(t, "a label of its own Node",
 		mergePatch(ctx, c, own, map[string]any{"metadata": map[string]any{"labels": map[string]any{"node-role.kubernetes.io/worker": nil, "evil": "yes"}}}),
-		"may not change the labels of Node "+own, "evil", "it changes only its own annotations "+v1alpha1.Prefix+"{currentConfig, currentImage, originalImage, state, reason, desiredDrain, disruption, bootedImage, stagedImage}")
+		"may not change the labels of Node "+own, "evil", "it changes only its own annotations "+v1alpha1.Prefix+"{currentConfig, currentImage, originalImage, state, reason, desiredDrain, disruption, bootedImage, stagedImage, stagedLive}")
 	expectRefused(t, "another annotation of its own Node",
 		mergePatch(ctx, c, own, annotations(map[string]any{"example.com/owner": "daemon"})),
 		"may not change the annotations example.com/owner of Node "+own)

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -177,5 +178,68 @@ func TestNoStageAheadWithoutLockedStaging(t *testing.T) {
 	}
 	if got := log.pulls(two); got != 0 {
 		t.Errorf("%d downloads of %s, want none", got, two)
+	}
+}
+
+// TestLiveDecidedAheadOnTheSimulator (issue 21 points 3 and 6): a node
+// asked to stage ahead with the stage's config decides the update's
+// disruption once staged, and reports a Live one without a drain as
+// stagedLive, leaving the disruption annotation (its current update's)
+// alone; at its turn it applies live at once, without deciding again,
+// downloading, draining or rebooting.
+func TestLiveDecidedAheadOnTheSimulator(t *testing.T) {
+	l := newLiveRig(t)
+	if err := l.sim.sim.SetBootcVersion(bootcsim.VersionMain); err != nil {
+		t.Fatal(err)
+	}
+	l.restart()
+	before := l.ann(v1alpha1.DisruptionAnnotation)
+	two, configB := l.chronyImage("two", "b"), l.chronyConfig("b")
+	key := UpdateKey(two, configB)
+	l.annotate(map[string]*string{v1alpha1.DesiredStageAnnotation: str(two), v1alpha1.DesiredStageConfigAnnotation: str(configB)})
+	l.sync()
+	l.expectAnnotations(map[string]string{
+		v1alpha1.StagedImageAnnotation:   two,
+		v1alpha1.StagedLiveAnnotation:    key,
+		v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
+		v1alpha1.CurrentConfigAnnotation: l.configA,
+		v1alpha1.DisruptionAnnotation:    before,
+	})
+	d := l.record().Disruption
+	if d == nil || d.Key != key || !d.Ahead || !d.live() || d.From != UpdateKey(l.one, l.configA) {
+		t.Fatalf("state file disruption %+v, want Live without a drain for %s, decided ahead from %s", d, key, UpdateKey(l.one, l.configA))
+	}
+	if len(l.calls) != 0 {
+		t.Errorf("systemctl calls %q before the node's turn", l.calls)
+	}
+
+	// Its turn: the controller's write sets the pair and drops the stage.
+	l.desire(two, configB)
+	l.annotate(map[string]*string{v1alpha1.DesiredStageAnnotation: nil, v1alpha1.DesiredStageConfigAnnotation: nil})
+	l.converge()
+	if d := l.record().Disruption; d == nil || !d.Ahead || d.Key != key {
+		t.Errorf("state file disruption %+v after the turn, want the decision taken ahead, not a new one", d)
+	}
+	if got := l.sim.counts(); got.switches != 1 || got.reboots != 0 {
+		t.Errorf("bootc and reboot calls %+v, want the one switch ahead and no reboot", got)
+	}
+	if dr := l.drains(); len(dr) != 0 {
+		t.Errorf("drain requests %q, want none", dr)
+	}
+	if want := []string{"daemon-reload", "restart chronyd.service"}; !slices.Equal(l.calls, want) {
+		t.Errorf("systemctl calls %q, want %q", l.calls, want)
+	}
+	if got := l.etc("etc/chrony.conf"); got != "b\n" {
+		t.Errorf("live /etc/chrony.conf %q, want %q", got, "b\n")
+	}
+	l.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:         v1alpha1.NodeStateDone,
+		v1alpha1.CurrentConfigAnnotation: configB,
+		v1alpha1.CurrentImageAnnotation:  two,
+		v1alpha1.StagedLiveAnnotation:    "",
+		v1alpha1.StagedImageAnnotation:   "",
+	})
+	if got := l.ann(v1alpha1.DisruptionAnnotation); !strings.HasPrefix(got, "Live: ") {
+		t.Errorf("disruption annotation %q after the turn, want the Live decision", got)
 	}
 }

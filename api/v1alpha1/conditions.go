@@ -203,8 +203,9 @@ const (
 	// staged image whose configuration the node runs, and the booted one
 	// must stay in the registry too).
 	//
-	// Staging ahead adds desiredStage (the controller's) and stagedImage
-	// (the daemon's); see rollout_types.go.
+	// Staging ahead adds desiredStage and desiredStageConfig (the
+	// controller's), stagedImage and stagedLive (the daemon's); see
+	// rollout_types.go.
 	//
 	// The controller also writes state=Degraded with the reason when a
 	// drain runs past the pool's drainTimeout.

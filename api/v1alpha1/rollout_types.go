@@ -144,4 +144,16 @@ const (
 	// stage locked (switch --download-only) does not stage ahead, and
 	// says so in an Event.
 	StagedImageAnnotation = Prefix + "stagedImage"
+	// DesiredStageConfigAnnotation, written by the rollout controller
+	// beside desiredStage, is the rendered config the node's update will
+	// take with that image: the daemon decides the update's disruption as
+	// soon as the image is staged ahead, against the config it runs.
+	DesiredStageConfigAnnotation = Prefix + "desiredStageConfig"
+	// StagedLiveAnnotation, written by the daemon, is the update key
+	// (UpdateKey of desiredStage and desiredStageConfig) of the update it
+	// holds staged ahead and decided Live without a drain: applied, it
+	// will not cordon, drain, reboot or take the node out of Ready.
+	// The rollout controller takes such a node without counting it
+	// against maxUnavailable. Absent otherwise.
+	StagedLiveAnnotation = Prefix + "stagedLive"
 )

@@ -134,5 +134,6 @@ func planNode(n *corev1.Node, pools []string) plan.Node {
 		Reason:        a[v1alpha1.ReasonAnnotation],
 		DesiredStage:  a[v1alpha1.DesiredStageAnnotation],
 		StagedImage:   a[v1alpha1.StagedImageAnnotation],
+		StagedLive:    a[v1alpha1.StagedLiveAnnotation],
 	}
 }

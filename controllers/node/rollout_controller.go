@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -333,7 +332,7 @@ func (r *Reconciler) apply(ctx context.Context, s *scope, nodes map[string]*core
 	if s.pool.Spec.HealthCheckTimeout != nil {
 		health = s.pool.Spec.HealthCheckTimeout.Duration
 	}
-	var errs []error
+	var patches patchSet
 	for _, a := range s.result.Actions {
 		n, ok := nodes[a.Node]
 		if !ok {
@@ -348,6 +347,7 @@ func (r *Reconciler) apply(ctx context.Context, s *scope, nodes map[string]*core
 		next.Annotations[v1alpha1.DesiredImageAnnotation] = a.Image
 		// Its turn: what it staged ahead, if anything, is its update's.
 		delete(next.Annotations, v1alpha1.DesiredStageAnnotation)
+		delete(next.Annotations, v1alpha1.DesiredStageConfigAnnotation)
 		next.Annotations[v1alpha1.NodePoolAnnotation] = s.pool.Name
 		next.Annotations[v1alpha1.HealthCheckTimeoutAnnotation] = health.String()
 		if s.target.pullSecret != "" {
@@ -360,26 +360,28 @@ func (r *Reconciler) apply(ctx context.Context, s *scope, nodes map[string]*core
 		} else {
 			delete(next.Annotations, v1alpha1.ImageSignaturePolicyAnnotation)
 		}
-		if err := r.Client.Patch(ctx, next, patch); err != nil {
-			errs = append(errs, fmt.Errorf("set the desired state of node %s: %w", a.Node, err))
-			continue
-		}
-		// An empty image is the node's original one.
-		log.FromContext(ctx).Info("Node's desired state changed", "node", a.Node,
-			"desiredConfig", a.Config, "desiredImage", a.Image,
-			"previousConfig", n.Annotations[v1alpha1.DesiredConfigAnnotation], "previousImage", n.Annotations[v1alpha1.DesiredImageAnnotation])
-		r.Recorder.Eventf(s.pool, next, corev1.EventTypeNormal, "NodeUpdateStarted", "Update",
-			"Node %s: desired config %s, image %s", a.Node, a.Config, a.Image)
+		patches.add(func() error {
+			if err := r.Client.Patch(ctx, next, patch); err != nil {
+				return fmt.Errorf("set the desired state of node %s: %w", a.Node, err)
+			}
+			// An empty image is the node's original one.
+			log.FromContext(ctx).Info("Node's desired state changed", "node", a.Node,
+				"desiredConfig", a.Config, "desiredImage", a.Image,
+				"previousConfig", n.Annotations[v1alpha1.DesiredConfigAnnotation], "previousImage", n.Annotations[v1alpha1.DesiredImageAnnotation])
+			r.Recorder.Eventf(s.pool, next, corev1.EventTypeNormal, "NodeUpdateStarted", "Update",
+				"Node %s: desired config %s, image %s", a.Node, a.Config, a.Image)
+			return nil
+		})
 	}
-	errs = append(errs, r.applyStage(ctx, s, nodes)...)
-	return errors.Join(errs...)
+	r.applyStage(ctx, s, nodes, &patches)
+	return patches.run()
 }
 
 // applyStage makes the desiredStage annotations of the pool's nodes what
 // the plan says: the image on the nodes of Stage, none on the others
 // (the nodes just taken had theirs removed with their desired pair).
 // The pull secret goes with it, as the download needs it.
-func (r *Reconciler) applyStage(ctx context.Context, s *scope, nodes map[string]*corev1.Node) []error {
+func (r *Reconciler) applyStage(ctx context.Context, s *scope, nodes map[string]*corev1.Node, patches *patchSet) {
 	want := make(map[string]string, len(s.result.Stage))
 	for _, a := range s.result.Stage {
 		want[a.Node] = a.Image
@@ -388,10 +390,14 @@ func (r *Reconciler) applyStage(ctx context.Context, s *scope, nodes map[string]
 	for _, a := range s.result.Actions {
 		taken[a.Node] = true
 	}
-	var errs []error
 	for name, n := range nodes {
 		image, has := n.Annotations[v1alpha1.DesiredStageAnnotation]
-		if taken[name] || image == want[name] && (has || want[name] == "") {
+		config := n.Annotations[v1alpha1.DesiredStageConfigAnnotation]
+		wantConfig := ""
+		if want[name] != "" {
+			wantConfig = s.target.Config
+		}
+		if taken[name] || image == want[name] && config == wantConfig && (has || want[name] == "") {
 			continue
 		}
 		patch := client.MergeFrom(n)
@@ -401,19 +407,23 @@ func (r *Reconciler) applyStage(ctx context.Context, s *scope, nodes map[string]
 		}
 		if want[name] == "" {
 			delete(next.Annotations, v1alpha1.DesiredStageAnnotation)
+			delete(next.Annotations, v1alpha1.DesiredStageConfigAnnotation)
 		} else {
 			next.Annotations[v1alpha1.DesiredStageAnnotation] = want[name]
+			// The daemon decides the update's disruption once staged.
+			next.Annotations[v1alpha1.DesiredStageConfigAnnotation] = wantConfig
 			if s.target.pullSecret != "" {
 				next.Annotations[v1alpha1.ImagePullSecretAnnotation] = s.target.pullSecret
 			}
 		}
-		if err := r.Client.Patch(ctx, next, patch); err != nil {
-			errs = append(errs, fmt.Errorf("set the desired stage of node %s: %w", name, err))
-			continue
-		}
-		log.FromContext(ctx).Info("Node's desired stage changed", "node", name, "desiredStage", want[name], "previous", image)
+		patches.add(func() error {
+			if err := r.Client.Patch(ctx, next, patch); err != nil {
+				return fmt.Errorf("set the desired stage of node %s: %w", name, err)
+			}
+			log.FromContext(ctx).Info("Node's desired stage changed", "node", name, "desiredStage", want[name], "previous", image)
+			return nil
+		})
 	}
-	return errs
 }
 
 // writeStatus writes the pool's status this controller owns when it

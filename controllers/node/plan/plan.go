@@ -69,6 +69,10 @@ type Node struct {
 	// image the controller asked the node to download ahead, and the
 	// image its daemon holds staged locked.
 	DesiredStage, StagedImage string
+	// StagedLive is the stagedLive annotation: the update key of the
+	// update the node holds staged ahead and whose disruption its daemon
+	// decided Live without a drain.
+	StagedLive string
 	// InCanary: the pool's canary selector selects the node (read only
 	// when the canary is by selector).
 	InCanary bool
@@ -144,6 +148,14 @@ func (c candidate) staged() bool { return c.node.StagedImage == c.image }
 
 // asked says whether the candidate was asked to stage its image ahead.
 func (c candidate) asked() bool { return c.node.DesiredStage == c.image }
+
+// live says whether the candidate holds its image staged ahead and its
+// daemon decided that the update to image and config is applied live,
+// without a drain: taking it costs no capacity, as it never leaves the
+// node unschedulable or NotReady.
+func (c candidate) live(config string) bool {
+	return c.staged() && c.node.StagedLive != "" && c.node.StagedLive == v1alpha1.UpdateKey(c.image, config)
+}
 
 // Plan decides which nodes of pool are sent target next and computes the
 // pool's counts and flags. Node names are taken to be unique; the result
@@ -282,23 +294,36 @@ func byTurn(a, b candidate) int {
 	return cmp.Compare(a.node.Name, b.node.Name)
 }
 
-// take returns the actions for every unavailable candidate and for
-// available candidates, in turn, while capacity lasts, and the blocked
-// candidates it passed over on the way.
+// take returns the actions for every unavailable candidate, for every
+// candidate whose update is live (staged ahead and decided Live without
+// a drain), and for the other available candidates, in turn, while
+// capacity lasts, and the blocked candidates it passed over on the way.
+//
+// A live update does not count against maxUnavailable when it is
+// taken: the node stays Ready and schedulable. It is bounded all the
+// same: only a node asked to stage ahead (at most stageAhead at a time)
+// decides ahead, and live updates are taken only while the pool is
+// within maxUnavailable. Once taken, a node counts as unavailable while
+// its daemon works, like any other: a live apply is over in a moment,
+// and one that fails and falls back to a reboot stays unavailable, so
+// that no more are taken until it is done. At worst maxUnavailable +
+// stageAhead nodes are unavailable at once.
 func take(candidates []candidate, capacity int, config string) ([]Action, []string) {
 	slices.SortFunc(candidates, byTurn)
+	liveFree := capacity >= 0
 	var actions []Action
 	var blocked []string
 	for _, c := range candidates {
+		free := c.unavailable || (liveFree && c.live(config))
 		if c.node.Blocked {
-			if c.unavailable || capacity > 0 {
+			if free || capacity > 0 {
 				blocked = append(blocked, c.node.Name)
 			}
 			continue
 		}
-		if !c.unavailable {
+		if !free {
 			if capacity <= 0 {
-				break
+				continue
 			}
 			capacity--
 		}

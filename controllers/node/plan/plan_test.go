@@ -602,6 +602,14 @@ func (n Node) staging(image string) Node {
 	return n
 }
 
+// stagedLive: staged ahead, and its daemon decided the update to image
+// with config Live without a drain.
+func (n Node) stagedLive(image, config string) Node {
+	n = n.stagedAhead(image)
+	n.StagedLive = v1alpha1.UpdateKey(image, config)
+	return n
+}
+
 func (n Node) stagedAhead(image string) Node {
 	n.DesiredStage, n.StagedImage = image, image
 	return n
@@ -653,6 +661,26 @@ func TestStageAheadAndCanary(t *testing.T) {
 			name: "a staged image of another target does not count", pool: ahead(1), target: tB,
 			nodes:     []Node{nd("w1").sent(c2, imgB).in(working), nd("w2").stagedAhead(imgC)},
 			wantStage: stage("w2"), wantUpdating: true,
+		},
+		{
+			name: "live updates staged ahead are taken beyond maxUnavailable", pool: ahead(2), target: tB,
+			nodes:    []Node{nd("w1").sent(c2, imgB).in(working), nd("w2").stagedLive(imgB, c2), nd("w3").stagedLive(imgB, c2), nd("w4")},
+			wantTake: []string{"w2", "w3"}, wantStage: stage("w4"), wantStaged: 2, wantUpdating: true,
+		},
+		{
+			name: "live updates wait while the pool is beyond maxUnavailable", pool: ahead(1), target: tB,
+			nodes:    []Node{nd("w1").sent(c2, imgB).in(working), nd("w2").sent(c2, imgB).in(working), nd("w3").stagedLive(imgB, c2)},
+			wantTake: nil, wantStage: stage("w3"), wantStaged: 1, wantUpdating: true,
+		},
+		{
+			name: "decided live for another config: waits for capacity", pool: ahead(1), target: tB,
+			nodes:    []Node{nd("w1").sent(c2, imgB).in(working), nd("w2").stagedLive(imgB, c1)},
+			wantTake: nil, wantStage: stage("w2"), wantStaged: 1, wantUpdating: true,
+		},
+		{
+			name: "live updates are not taken while paused", pool: Pool{Name: "worker", StageAhead: 1, Paused: true}, target: tB,
+			nodes:      []Node{nd("w1").stagedLive(imgB, c2)},
+			wantStaged: 1,
 		},
 		{
 			name: "an unavailable node is taken for free, not staged", pool: ahead(2), target: tB,
