@@ -102,8 +102,11 @@ type Daemon struct {
 	checkpoint func(action string) error
 	crashed    bool
 	// mcn is the node's MachineConfigNode as last written (mcn.go); nil
-	// means read it again.
+	// means read it again. Only the mirror's write touches it.
 	mcn *v1alpha1.MachineConfigNode
+	// mirroring is closed when the mirror's write in flight is done;
+	// nil when none was started.
+	mirroring chan struct{}
 }
 
 // step lets a test kill the sync after action a.
@@ -224,6 +227,7 @@ func (d *Daemon) Sync(ctx context.Context) (res Result, err error) {
 			_ = d.flush(ctx, s)
 		}
 		d.mirror(ctx, s)
+		d.mirrored()
 	}()
 	if !d.started {
 		if err := d.start(s); err != nil {
@@ -270,6 +274,11 @@ func (d *Daemon) Sync(ctx context.Context) (res Result, err error) {
 			s.updating = true
 		}
 		s.log.V(2).Info("Next action", "action", a)
+		if a == actReboot || a == actRollback {
+			// The reboot ends this process: what the mirror says of
+			// the steps before it is written first.
+			d.mirrored()
+		}
 		res, err = d.perform(ctx, s, o, a)
 		if err != nil {
 			return res, err

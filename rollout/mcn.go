@@ -301,21 +301,47 @@ func mcnObject(v *nodeView) (v1alpha1.MachineConfigNodeSpec, v1alpha1.MachineCon
 
 // mirror writes the node's MachineConfigNode if what it says changed
 // since the daemon last wrote it. It never fails the sync: an update
-// must not wait for its mirror.
+// must not wait for its mirror. The write runs beside the sync's next
+// action: what the step says and when are taken now, and the writes
+// stay one at a time and in order (each waits for the one before), so
+// the MachineConfigNode goes through every step as before, while the
+// update itself no longer waits for two API writes a step. Sync waits
+// for the last one before it returns, and before a reboot.
 func (d *Daemon) mirror(ctx context.Context, s *scope) {
 	if d.rebootRequested || d.crashed || s.host == nil || s.rec == nil || s.node.UID == "" {
 		return
 	}
-	if err := d.writeMCN(ctx, s); err != nil {
-		s.log.Error(err, "Could not write the MachineConfigNode: writing it again at the next step")
-		d.mcn = nil
+	d.mirrored()
+	v := d.view(s)
+	if v.Decision != nil {
+		// The next action may change the record.
+		dr := *v.Decision
+		v.Decision = &dr
+	}
+	at := metav1.NewTime(d.now())
+	owner := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: s.node.Name, UID: s.node.UID}}
+	done := make(chan struct{})
+	d.mirroring = done
+	log := s.log
+	go func() {
+		defer close(done)
+		if err := d.writeMCN(ctx, v, at, owner); err != nil {
+			log.Error(err, "Could not write the MachineConfigNode: writing it again at the next step")
+			d.mcn = nil
+		}
+	}()
+}
+
+// mirrored waits for the mirror's write in flight, if any.
+func (d *Daemon) mirrored() {
+	if d.mirroring != nil {
+		<-d.mirroring
+		d.mirroring = nil
 	}
 }
 
-func (d *Daemon) writeMCN(ctx context.Context, s *scope) error {
-	v := d.view(s)
+func (d *Daemon) writeMCN(ctx context.Context, v *nodeView, at metav1.Time, owner []metav1.OwnerReference) error {
 	spec, status := mcnObject(v)
-	owner := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: s.node.Name, UID: s.node.UID}}
 	cur := d.mcn
 	if cur == nil {
 		cur = &v1alpha1.MachineConfigNode{}
@@ -339,7 +365,7 @@ func (d *Daemon) writeMCN(ctx context.Context, s *scope) error {
 		}
 	}
 	status.ObservedGeneration = cur.Generation
-	status.Conditions = mergeConditions(cur.Status.Conditions, nodeConditions(v), metav1.NewTime(d.now()), cur.Generation)
+	status.Conditions = mergeConditions(cur.Status.Conditions, nodeConditions(v), at, cur.Generation)
 	if !equality.Semantic.DeepEqual(cur.Status, status) {
 		cur.Status = status
 		if err := d.Client.Status().Update(ctx, cur); err != nil {

@@ -73,6 +73,7 @@ type options struct {
 	nodes, podsPerNode, maxUnavail int
 	stageAhead                     int
 	memoryDisks                    bool
+	daemonVerbosity                int
 	reboot, softReboot             time.Duration
 	// failOnMissedGoal: a missed goal is an exit status, not only a line.
 	failOnMissedGoal bool
@@ -90,6 +91,7 @@ func main() {
 	// main branch has (bootc-sim models both); with 1.16 every node stages
 	// in its own slot.
 	flag.StringVar(&o.bootcVersion, "bootc-version", string(bootcsim.VersionMain), "the bootc release the simulated nodes run")
+	flag.IntVar(&o.daemonVerbosity, "daemon-verbosity", 0, "the daemons' log verbosity (2: every action of their state machine, with -node-log)")
 	flag.BoolVar(&o.memoryDisks, "memory-disks", true, "keep the simulated nodes' disks in memory (a tmpfs), not on the one disk of this machine they would share (simnode.Config.MemoryDisks)")
 	flag.StringVar(&o.nodeLog, "node-log", "", "keep the simulated nodes' log (their daemons' output) in this file")
 	flag.DurationVar(&o.reboot, "reboot", 20*time.Second, "how long a simulated full reboot keeps a node down")
@@ -106,6 +108,17 @@ func main() {
 	}
 }
 
+// daemonArgs: where a node's time goes shows in milliseconds, not
+// seconds, and with verbosity 2 every action of the daemon's state
+// machine is logged.
+func daemonArgs(verbosity int) []string {
+	args := []string{"--zap-time-encoding=rfc3339nano"}
+	if verbosity > 0 {
+		args = append(args, fmt.Sprintf("--zap-log-level=%d", verbosity))
+	}
+	return args
+}
+
 func logf(format string, args ...any) {
 	fmt.Printf("%s benchrollout: "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 }
@@ -113,7 +126,7 @@ func logf(format string, args ...any) {
 // bench is one run's cluster, nodes and objects.
 type bench struct {
 	o     options
-	c     client.Client
+	c     client.WithWatch
 	cs    kubernetes.Interface
 	sims  *simnode.Cluster
 	nodes []string
@@ -138,7 +151,7 @@ func run(ctx context.Context, o options) error {
 	// would blur the figures.
 	cfg.QPS, cfg.Burst = 200, 400
 	b := &bench{o: o}
-	if b.c, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
+	if b.c, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()}); err != nil {
 		return err
 	}
 	if b.cs, err = kubernetes.NewForConfig(cfg); err != nil {
@@ -175,8 +188,7 @@ func run(ctx context.Context, o options) error {
 		Kubeconfig: o.kubeconfig, Daemon: daemon, BootcSim: bootcSim, OriginalImage: original,
 		NamePrefix: "bench", Log: nodeLog, InsecureRegistries: []string{o.registry},
 		RebootDuration: o.reboot, SoftRebootDuration: o.softReboot, BootcVersion: o.bootcVersion,
-		// Where a node's time goes shows in milliseconds, not seconds.
-		DaemonArgs: []string{"--zap-time-encoding=rfc3339nano"},
+		DaemonArgs: daemonArgs(o.daemonVerbosity),
 		// Ten nodes on one disk would each wait for the others' syncs.
 		MemoryDisks: o.memoryDisks,
 	})
@@ -417,6 +429,11 @@ func (b *bench) measure(ctx context.Context, name string, k config) (result, err
 		return r, err
 	}
 	defer w.stop()
+	builds, err := b.watchBuilds(ctx, b.image)
+	if err != nil {
+		return r, err
+	}
+	defer builds.stop()
 	logf("case %s: updating the MachineConfig", name)
 	applied := time.Now()
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -433,7 +450,17 @@ func (b *bench) measure(ctx context.Context, name string, k config) (result, err
 	if err != nil {
 		return r, err
 	}
-	pushed := time.Now()
+	// When the build's success was first seen: the poll above may see
+	// it later on a loaded machine.
+	pushed, ok := builds.succeeded(image)
+	if !ok {
+		if err := poll(ctx, 30*time.Second, "the watch to see the build of "+image, func() (bool, error) {
+			pushed, ok = builds.succeeded(image)
+			return ok, nil
+		}); err != nil {
+			return r, err
+		}
+	}
 	b.image = image
 	logf("case %s: image pushed %.2fs after the apply", name, pushed.Sub(applied).Seconds())
 	// From the watch alone: polling every node through the API server
@@ -614,6 +641,59 @@ func poll(ctx context.Context, timeout time.Duration, what string, done func() (
 		case <-t.C:
 		}
 	}
+}
+
+// buildWatch records when each image's build was first seen succeeded.
+type buildWatch struct {
+	mu     sync.Mutex
+	seen   map[string]time.Time
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+	once   sync.Once
+}
+
+// watchBuilds watches the MachineOSBuilds for images other than not.
+func (b *bench) watchBuilds(ctx context.Context, not string) (*buildWatch, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := b.c.Watch(wctx, &v1alpha1.MachineOSBuildList{})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	bw := &buildWatch{seen: map[string]time.Time{}, cancel: cancel}
+	bw.done.Go(func() {
+		for ev := range w.ResultChan() {
+			m, ok := ev.Object.(*v1alpha1.MachineOSBuild)
+			if !ok || !meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.BuildSucceeded) {
+				continue
+			}
+			image := m.Status.DigestedImagePushSpec
+			bw.mu.Lock()
+			if _, dup := bw.seen[image]; !dup && image != not {
+				bw.seen[image] = time.Now()
+			}
+			bw.mu.Unlock()
+		}
+	})
+	go func() {
+		<-wctx.Done()
+		w.Stop()
+	}()
+	return bw, nil
+}
+
+func (bw *buildWatch) succeeded(image string) (time.Time, bool) {
+	bw.mu.Lock()
+	defer bw.mu.Unlock()
+	t, ok := bw.seen[image]
+	return t, ok
+}
+
+func (bw *buildWatch) stop() {
+	bw.once.Do(func() {
+		bw.cancel()
+		bw.done.Wait()
+	})
 }
 
 // watcher follows the pool's nodes and the bench's pods during one case.
