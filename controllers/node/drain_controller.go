@@ -52,6 +52,12 @@ type DrainReconciler struct {
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=list
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigpools,verbs=get;list;watch
 
+// drainWorkers is how many drains and uncordons run at once. A drain's
+// worker mostly waits for pods to go; with fewer workers than a wave's
+// nodes (maxUnavailable), the last of the wave waited for another's
+// drain to end before its own began.
+const drainWorkers = 16
+
 // SetupWithManager registers the reconciler for nodes with a request not
 // yet carried out. Several nodes may drain at once (maxUnavailable).
 func (r *DrainReconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -69,7 +75,7 @@ func (r *DrainReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&corev1.Node{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return pending(o) || staleCordon(o)
 		}))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: drainWorkers}).
 		Complete(r)
 }
 
@@ -116,7 +122,17 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if staleCordon(cached) {
-		return ctrl.Result{}, r.forgetCordon(ctx, cached)
+		// The cache may lag the controller's own uncordon, which
+		// forgets the record in a second write: read the node itself
+		// before taking the cordon's end for someone else's.
+		live, err := r.Kube.CoreV1().Nodes().Get(ctx, req.Name, metav1.GetOptions{})
+		if err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if !staleCordon(live) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, r.forgetCordon(ctx, live)
 	}
 	want, _ := drainRequest(cached)
 	if !pending(cached) {
