@@ -251,7 +251,8 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 	}
 
 	if !pool.Paused && !pool.OutsideWindow && !pool.Held && target.Waiting == "" && measured && !r.Halted && len(eligible) > 0 {
-		r.Actions, r.Blocked = take(eligible, r.MaxUnavailable-int(r.UnavailableCount), target.Config)
+		capacity := r.MaxUnavailable - int(r.UnavailableCount)
+		r.Actions, r.Blocked = take(eligible, capacity, capacity+pool.StageAhead, target.Config)
 	}
 	if pool.StageAhead > 0 && !pool.Paused && target.Waiting == "" && measured && !r.Halted {
 		r.Stage = stageAhead(next, r.Actions, pool.StageAhead)
@@ -300,32 +301,36 @@ func byTurn(a, b candidate) int {
 // capacity lasts, and the blocked candidates it passed over on the way.
 //
 // A live update does not count against maxUnavailable when it is
-// taken: the node stays Ready and schedulable. It is bounded all the
-// same: only a node asked to stage ahead (at most stageAhead at a time)
-// decides ahead, and live updates are taken only while the pool is
-// within maxUnavailable. Once taken, a node counts as unavailable while
-// its daemon works, like any other: a live apply is over in a moment,
-// and one that fails and falls back to a reboot stays unavailable, so
-// that no more are taken until it is done. At worst maxUnavailable +
-// stageAhead nodes are unavailable at once.
-func take(candidates []candidate, capacity int, config string) ([]Action, []string) {
+// taken: the node stays Ready and schedulable. It counts against
+// liveCapacity instead (maxUnavailable + stageAhead, less the nodes
+// unavailable now), as every other taken node does: once taken, a node
+// counts as unavailable while its daemon works, a moment for a live
+// apply, and a live apply that fails falls back to a reboot, still
+// unavailable. So at most maxUnavailable + stageAhead nodes are ever
+// unavailable, and no more live updates are taken while the failed
+// ones reboot; only a node asked to stage ahead decides ahead.
+func take(candidates []candidate, capacity, liveCapacity int, config string) ([]Action, []string) {
 	slices.SortFunc(candidates, byTurn)
-	liveFree := capacity >= 0
 	var actions []Action
 	var blocked []string
 	for _, c := range candidates {
-		free := c.unavailable || (liveFree && c.live(config))
+		live := !c.unavailable && liveCapacity > 0 && c.live(config)
+		free := c.unavailable || live
 		if c.node.Blocked {
 			if free || capacity > 0 {
 				blocked = append(blocked, c.node.Name)
 			}
 			continue
 		}
-		if !free {
+		switch {
+		case live:
+			liveCapacity--
+		case !free:
 			if capacity <= 0 {
 				continue
 			}
 			capacity--
+			liveCapacity--
 		}
 		if actions == nil {
 			actions = make([]Action, 0, len(candidates))

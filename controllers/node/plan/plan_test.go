@@ -668,9 +668,15 @@ func TestStageAheadAndCanary(t *testing.T) {
 			wantTake: []string{"w2", "w3"}, wantStage: stage("w4"), wantStaged: 2, wantUpdating: true,
 		},
 		{
-			name: "live updates wait while the pool is beyond maxUnavailable", pool: ahead(1), target: tB,
+			name: "live updates wait at maxUnavailable + stageAhead nodes unavailable", pool: ahead(1), target: tB,
 			nodes:    []Node{nd("w1").sent(c2, imgB).in(working), nd("w2").sent(c2, imgB).in(working), nd("w3").stagedLive(imgB, c2)},
 			wantTake: nil, wantStage: stage("w3"), wantStaged: 1, wantUpdating: true,
+		},
+		{
+			name: "live updates fill maxUnavailable + stageAhead, no more", pool: ahead(2), target: tB,
+			nodes: []Node{nd("w1").sent(c2, imgB).in(working), nd("w2").stagedLive(imgB, c2), nd("w3").stagedLive(imgB, c2),
+				nd("w4").stagedLive(imgB, c2)},
+			wantTake: []string{"w2", "w3"}, wantStage: stage("w4"), wantStaged: 3, wantUpdating: true,
 		},
 		{
 			name: "decided live for another config: waits for capacity", pool: ahead(1), target: tB,
