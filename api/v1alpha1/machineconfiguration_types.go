@@ -279,6 +279,14 @@ type MachineConfigurationStatus struct {
 // health as after a reboot; bootc refusing the soft reboot takes a full
 // one instead.
 //
+// In a pool with stageAhead, a node staging its update ahead decides as
+// soon as the image is staged, against the configuration it runs then
+// (another one by its turn decides again), and its update then skips
+// the decision. A live decision without a drain also makes the update
+// cost no capacity: the rollout takes the node beyond maxUnavailable,
+// as long as fewer than maxUnavailable + stageAhead of the pool's nodes
+// are unavailable.
+//
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster
