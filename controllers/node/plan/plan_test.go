@@ -679,6 +679,11 @@ func TestStageAheadAndCanary(t *testing.T) {
 			wantTake: []string{"w2", "w3"}, wantStage: stage("w4"), wantStaged: 3, wantUpdating: true,
 		},
 		{
+			name: "decided live for an older target's image: waits for capacity", pool: ahead(1), target: tB,
+			nodes:     []Node{nd("w1").sent(c2, imgB).in(working), nd("w2").stagedLive(imgC, c2)},
+			wantStage: stage("w2"), wantUpdating: true,
+		},
+		{
 			name: "decided live for another config: waits for capacity", pool: ahead(1), target: tB,
 			nodes:    []Node{nd("w1").sent(c2, imgB).in(working), nd("w2").stagedLive(imgB, c1)},
 			wantTake: nil, wantStage: stage("w2"), wantStaged: 1, wantUpdating: true,
