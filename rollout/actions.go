@@ -61,11 +61,8 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		stageImage, stageConfig := o.StageImage, o.StageConfig
 		err = d.decideDisruption(ctx, s, stageImage, stageConfig, UpdateKey(stageImage, stageConfig), true)
 	case actApplyLive:
-		// Decided ahead, the decision is the node's update's now.
-		s.report(v1alpha1.DisruptionAnnotation, s.rec.Disruption.summary())
 		err = d.applyLive(ctx, s, image, config)
 	case actRequestDrain:
-		s.report(v1alpha1.DisruptionAnnotation, s.rec.Disruption.summary())
 		drain := v1alpha1.DrainRequestPrefix + key
 		s.report(v1alpha1.DesiredDrainAnnotation, drain)
 		if err = d.flush(ctx, s); err == nil {

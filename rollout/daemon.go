@@ -377,6 +377,12 @@ func (d *Daemon) reportCurrent(s *scope) {
 	if _, ok := s.node.Annotations[v1alpha1.StagedLiveAnnotation]; ok || live != "" {
 		s.report(v1alpha1.StagedLiveAnnotation, live)
 	}
+	// The decision of the node's update, also one taken ahead, before
+	// the node's turn.
+	if image := s.annotation(v1alpha1.DesiredImageAnnotation); image != "" &&
+		s.rec.decided(UpdateKey(image, s.annotation(v1alpha1.DesiredConfigAnnotation))) {
+		s.report(v1alpha1.DisruptionAnnotation, s.rec.Disruption.summary())
+	}
 	if _, ok := s.node.Annotations[v1alpha1.BootedImageAnnotation]; ok || booted != "" {
 		s.report(v1alpha1.BootedImageAnnotation, booted)
 	}

@@ -120,8 +120,8 @@ func (d *Daemon) imageChanged(ctx context.Context, s *scope, image string) (bool
 // soft-reboot capability), and records it in the state file, the
 // disruption annotation and an Event. Decided ahead (the update is
 // staged ahead, not the node's yet), the disruption annotation, which
-// is the node's current update's, waits for the node's turn; a Live
-// decision without a drain is reported in stagedLive instead.
+// is the node's current update's, waits for the node's turn, and
+// reportCurrent reports a Live decision without a drain as stagedLive.
 func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, key string, ahead bool) error {
 	// The inputs are independent reads (the API server, bootc, the
 	// registry): read at once, the decision costs the slowest of them,
@@ -177,9 +177,6 @@ func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, 
 		s.log.Info("Decided the disruption of the update staged ahead", "kind", rec.Kind, "drain", rec.Drain,
 			"reason", rec.Reason, "stageKey", key)
 		d.event(s, corev1.EventTypeNormal, "Disruption", "DecideAhead", "Update to %s staged ahead: %s", image, rec.summary())
-		if rec.live() {
-			s.report(v1alpha1.StagedLiveAnnotation, key)
-		}
 		return nil
 	}
 	s.log.Info("Decided the update's disruption", "kind", rec.Kind, "reason", rec.Reason)

@@ -154,7 +154,7 @@ func (c candidate) asked() bool { return c.node.DesiredStage == c.image }
 // without a drain: taking it costs no capacity, as it never leaves the
 // node unschedulable or NotReady.
 func (c candidate) live(config string) bool {
-	return c.staged() && c.node.StagedLive != "" && c.node.StagedLive == v1alpha1.UpdateKey(c.image, config)
+	return c.staged() && c.node.StagedLive == v1alpha1.UpdateKey(c.image, config)
 }
 
 // Plan decides which nodes of pool are sent target next and computes the
