@@ -84,10 +84,11 @@ infra: ## Build and cache the test environment's binaries under .infra/.
 
 # The packages whose tests run Strata's binaries or whole updates on the
 # simulator (the commands, the daemon's rollouts, the simulated nodes, the
-# build controller's builds) and the scale test take a minute or more each;
-# they are kept out of make test so that it stays under five minutes.
-# test-heavy runs them, and .ci/run runs both.
-HEAVY_PKGS := ./cmd/... ./controllers/build ./rollout ./test/simnode ./test/scale/...
+# build controller's builds, the build Job's real buildah builds) and the
+# scale test take a minute or more each; they are kept out of make test so
+# that it stays under five minutes. test-heavy runs them, and .ci/run runs
+# both.
+HEAVY_PKGS := ./cmd/... ./builder/job ./controllers/build ./rollout ./test/simnode ./test/scale/...
 
 .PHONY: test
 test: infra ## Run unit and envtest integration tests (all but HEAVY_PKGS: make test-heavy).
