@@ -8,7 +8,8 @@
 // names (the default: a soft reboot), a file under a Reboot policy, and a
 // kernel argument, and prints per case the time from the MachineConfig's
 // update to every node updated, drains, pods evicted, reboots by kind,
-// node-seconds cordoned and node-seconds NotReady. It exits non-zero when
+// node-seconds cordoned, node-seconds NotReady and the API server's write
+// requests (anyone's) over the case. It exits non-zero when
 // a case does not finish, and, unless -fail-on-missed-goal=false, when
 // a goal is missed: the Restart case without drain, eviction or reboot,
 // every node applied within 2 s of the image being pushed; the soft-reboot
@@ -253,10 +254,10 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("\nrollout of one change to %d simulated nodes running bootc %s, maxUnavailable %d and stageAhead %d in every case (full reboot %s, soft reboot %s, %d pods per node); bench took %s\n",
 		o.nodes, o.bootcVersion, o.maxUnavail, o.stageAhead, o.reboot, o.softReboot, o.podsPerNode, time.Since(start).Round(time.Second))
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "case\tdecision\tapply→all updated\tpushed→all updated\tdrains\tevicted\tfull reboots\tsoft reboots\tlive\tnode-s cordoned\tnode-s NotReady\t")
+	fmt.Fprintln(w, "case\tdecision\tapply→all updated\tpushed→all updated\tdrains\tevicted\tfull reboots\tsoft reboots\tlive\tnode-s cordoned\tnode-s NotReady\tAPI writes\t")
 	for _, r := range results {
-		fmt.Fprintf(w, "%s\t%s\t%.1fs\t%.1fs\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t\n", r.name, r.decisions, r.total.Seconds(), r.fromPush.Seconds(),
-			r.drains, r.evicted, r.reboots, r.softReboots, r.live, r.cordoned.Seconds(), r.notReady.Seconds())
+		fmt.Fprintf(w, "%s\t%s\t%.1fs\t%.1fs\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%d\t\n", r.name, r.decisions, r.total.Seconds(), r.fromPush.Seconds(),
+			r.drains, r.evicted, r.reboots, r.softReboots, r.live, r.cordoned.Seconds(), r.notReady.Seconds(), r.writes.total())
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -412,6 +413,7 @@ type result struct {
 	drains, evicted            int
 	reboots, softReboots, live int
 	cordoned, notReady         time.Duration
+	writes                     apiWrites
 }
 
 // measure applies one change and follows it until every node is updated.
@@ -434,6 +436,10 @@ func (b *bench) measure(ctx context.Context, name string, k config) (result, err
 		return r, err
 	}
 	defer builds.stop()
+	writesBefore, err := b.apiWriteCounts(ctx)
+	if err != nil {
+		return r, err
+	}
 	logf("case %s: updating the MachineConfig", name)
 	applied := time.Now()
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -478,6 +484,11 @@ func (b *bench) measure(ctx context.Context, name string, k config) (result, err
 		return r, err
 	}
 	w.stop()
+	writesAfter, err := b.apiWriteCounts(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.writes = writesAfter.since(writesBefore)
 	last := w.lastUpdated(image)
 	r.total, r.fromPush = last.Sub(applied), last.Sub(pushed)
 	r.drains, r.evicted = w.drains(), w.evicted()
@@ -503,6 +514,7 @@ func (b *bench) measure(ctx context.Context, name string, k config) (result, err
 	sort.Strings(ks)
 	r.decisions = strings.Join(ks, ",")
 	logf("case %s: every node updated %.1fs after the apply (%s)", name, r.total.Seconds(), r.decisions)
+	logf("case %s: API writes: %s", name, r.writes)
 	return r, nil
 }
 
