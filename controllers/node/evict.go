@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -11,14 +12,18 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/kubectl/pkg/drain"
 )
 
-// Checks for evicted pods start at firstGoneCheck and double up to
-// lastGoneCheck.
+// Checks for evicted pods start at firstGoneCheck (watchedGoneCheck when
+// a watch reports deletions) and double up to lastGoneCheck.
 const (
-	firstGoneCheck = 25 * time.Millisecond
-	lastGoneCheck  = time.Second
+	firstGoneCheck   = 25 * time.Millisecond
+	watchedGoneCheck = 250 * time.Millisecond
+	lastGoneCheck    = time.Second
 )
 
 // evictPods evicts the pods kubectl drain would (helper's filters:
@@ -29,9 +34,12 @@ const (
 // Why not the library's RunNodeDrain: it looks for the evicted pods again
 // only once a second, so that every drain took at least a second even
 // where the pods were gone in tens of milliseconds, and a soft reboot's
-// whole slot is a few seconds. Here the checks start at 25 ms and back
-// off to a second: a pod that takes long costs no more requests than
-// before.
+// whole slot is a few seconds. Here a watch of the node's pods, started
+// before the first eviction, sees each deletion as it happens; GETs,
+// from 250 ms backing off to a second (from 25 ms when the watch could
+// not be started), are the fallback if the watch ends. Polling alone
+// found pods gone up to 0.8 s after they were (checks at 0.375 s, then
+// 0.775 s, then 1.575 s).
 //
 // An eviction a PodDisruptionBudget refuses is not retried within the
 // attempt: the error names the pods, and the caller tries again.
@@ -46,6 +54,13 @@ func evictPods(ctx context.Context, helper *drain.Helper, nodeName string) error
 	}
 	ctx, cancel := context.WithTimeout(ctx, helper.Timeout)
 	defer cancel()
+	var deletions <-chan watch.Event
+	w, err := helper.Client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", nodeName).String()})
+	if err == nil {
+		defer w.Stop()
+		deletions = w.ResultChan()
+	}
 	var evicted []corev1.Pod
 	var refused []string
 	for _, p := range pods {
@@ -60,7 +75,7 @@ func evictPods(ctx context.Context, helper *drain.Helper, nodeName string) error
 			return fmt.Errorf("evict pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 	}
-	if err := waitGone(ctx, helper, evicted); err != nil {
+	if err := waitGone(ctx, helper, evicted, deletions); err != nil {
 		return err
 	}
 	if len(refused) > 0 {
@@ -70,33 +85,49 @@ func evictPods(ctx context.Context, helper *drain.Helper, nodeName string) error
 }
 
 // waitGone waits until each pod is deleted (not found, or its name taken
-// by a new pod), or ctx ends.
-func waitGone(ctx context.Context, helper *drain.Helper, pods []corev1.Pod) error {
-	for pause := firstGoneCheck; ; pause = min(2*pause, lastGoneCheck) {
-		left := pods[:0]
-		for _, p := range pods {
-			cur, err := helper.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-			switch {
-			case apierrors.IsNotFound(err):
-			case err != nil, cur.UID == p.UID:
-				// An error reading it: the deadline decides.
-				left = append(left, p)
-			}
-		}
-		pods = left
-		if len(pods) == 0 {
-			return nil
-		}
-		t := time.NewTimer(pause)
+// by a new pod), or ctx ends: as deletions reports them (nil: none), and
+// by reading the pods, at once and then backing off.
+func waitGone(ctx context.Context, helper *drain.Helper, pods []corev1.Pod, deletions <-chan watch.Event) error {
+	left := map[types.UID]corev1.Pod{}
+	for _, p := range pods {
+		left[p.UID] = p
+	}
+	pause := firstGoneCheck
+	if deletions != nil {
+		pause = watchedGoneCheck
+	}
+	check := time.NewTimer(0)
+	defer check.Stop()
+	for len(left) > 0 {
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			names := make([]string, 0, len(pods))
-			for _, p := range pods {
+			names := make([]string, 0, len(left))
+			for _, p := range left {
 				names = append(names, p.Namespace+"/"+p.Name)
 			}
+			sort.Strings(names)
 			return fmt.Errorf("evicted pods not gone within %s: %s", helper.Timeout, strings.Join(names, ", "))
-		case <-t.C:
+		case ev, ok := <-deletions:
+			if !ok {
+				// The watch ended: the reads go on.
+				deletions = nil
+				continue
+			}
+			if p, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type == watch.Deleted {
+				delete(left, p.UID)
+			}
+		case <-check.C:
+			for uid, p := range left {
+				cur, err := helper.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+				switch {
+				case apierrors.IsNotFound(err), err == nil && cur.UID != uid:
+					delete(left, uid)
+				}
+				// An error reading it: the deadline decides.
+			}
+			check.Reset(pause)
+			pause = min(2*pause, lastGoneCheck)
 		}
 	}
+	return nil
 }
