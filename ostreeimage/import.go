@@ -92,6 +92,7 @@ func (r Repo) Import(ctx context.Context, img v1.Image) (*Image, error) {
 		out, err := r.ostree(ctx, append(merge, "--add-metadata="+MetaFlattened+"=false")...)
 		if err == nil {
 			im.Checksum = strings.TrimSpace(out)
+			r.keep(im.Checksum, MetaFlattened, "false")
 		} else {
 			// ostree merges trees but does not replace a directory by a
 			// file or a file by a directory, as an upper layer may.
@@ -115,8 +116,10 @@ func (r Repo) Import(ctx context.Context, img v1.Image) (*Image, error) {
 			return nil, err
 		}
 		im.Checksum = strings.TrimSpace(out)
+		r.keep(im.Checksum, MetaFlattened, "true")
 	}
-	if im.Kargs, err = r.kargs(ctx, im.Checksum); err != nil {
+	r.keep(im.Checksum, MetaConfig, string(rawConfig))
+	if im.Kargs, err = r.imageKargs(ctx, im); err != nil {
 		return nil, fmt.Errorf("image %s: %w", digest, err)
 	}
 	return im, nil
@@ -130,13 +133,9 @@ func (r Repo) layer(ctx context.Context, l v1.Layer, diffID, work string) (strin
 		if err != nil {
 			return "", layerFlags{}, err
 		}
-		out, err := r.ostree(ctx, "show", "--print-metadata-key="+MetaLayer, csum)
+		words, err := r.metadata(ctx, csum, MetaLayer)
 		if err != nil {
 			return "", layerFlags{}, err
-		}
-		words, err := parseGVariantString(strings.TrimSpace(out))
-		if err != nil {
-			return "", layerFlags{}, fmt.Errorf("layer commit %s: %s: %w", csum, MetaLayer, err)
 		}
 		return csum, parseLayerFlags(words), nil
 	}
@@ -165,7 +164,14 @@ func (r Repo) layer(ctx context.Context, l v1.Layer, diffID, work string) (strin
 	if err != nil {
 		return "", layerFlags{}, err
 	}
-	return strings.TrimSpace(out), flags, nil
+	csum := strings.TrimSpace(out)
+	r.keep(csum, MetaLayer, flags.String())
+	// Read now, from the tree at hand: the image's kernel arguments are
+	// its layers' kargs.d merged.
+	if _, err := r.layerKargsOf(ctx, csum, tree); err != nil {
+		return "", layerFlags{}, err
+	}
+	return csum, flags, nil
 }
 
 // timestamp is the image commit's time: the image's creation time, so
@@ -204,11 +210,11 @@ func (r Repo) Lookup(ctx context.Context, digest string) (img *Image, ok bool, e
 	}
 	im := imageOf(digest, cfg)
 	im.Checksum = csum
-	out, err := r.ostree(ctx, "show", "--print-metadata-key="+MetaFlattened, csum)
+	flattened, err := r.metadata(ctx, csum, MetaFlattened)
 	if err != nil {
 		return nil, false, err
 	}
-	im.Flattened = strings.TrimSpace(out) == "true"
+	im.Flattened = flattened == "true"
 	for _, d := range cfg.RootFS.DiffIDs {
 		c, _, err := r.revParse(LayerRef(d.String()))
 		if err != nil {
@@ -216,7 +222,7 @@ func (r Repo) Lookup(ctx context.Context, digest string) (img *Image, ok bool, e
 		}
 		im.Layers = append(im.Layers, c)
 	}
-	if im.Kargs, err = r.kargs(ctx, csum); err != nil {
+	if im.Kargs, err = r.imageKargs(ctx, im); err != nil {
 		return nil, false, fmt.Errorf("image %s: %w", digest, err)
 	}
 	return im, true, nil
@@ -254,9 +260,10 @@ func (r Repo) kargs(ctx context.Context, csum string) ([]string, error) {
 
 // RemoveUnused deletes the refs of the images not in keep (manifest
 // digests) and of the layers none of the kept images has, as bootc
-// prunes the images no deployment uses. ostree removes their objects at
-// its next prune (ostree admin undeploy prunes).
-func (r Repo) RemoveUnused(ctx context.Context, keep []string) error {
+// prunes the images no deployment uses, and the caller's own refs also,
+// in the same ostree run. ostree removes their objects at its next
+// prune (ostree admin undeploy prunes).
+func (r Repo) RemoveUnused(ctx context.Context, keep []string, also ...string) error {
 	kept := map[string]bool{}
 	for _, d := range keep {
 		kept[ImageRef(d)] = true
@@ -274,7 +281,7 @@ func (r Repo) RemoveUnused(ctx context.Context, keep []string) error {
 	if len(unused) == 0 {
 		// Every layer ref came with an image ref: no image gone, no
 		// layer unused.
-		return nil
+		return r.deleteRefs(ctx, also)
 	}
 	used := map[string]bool{}
 	for ref := range kept {
@@ -302,8 +309,26 @@ func (r Repo) RemoveUnused(ctx context.Context, keep []string) error {
 			unused = append(unused, ref)
 		}
 	}
-	_, err = r.ostree(ctx, append([]string{"refs", "--delete"}, unused...)...)
-	return err
+	return r.deleteRefs(ctx, append(unused, also...))
+}
+
+// deleteRefs deletes refs in one ostree run and forgets the facts of
+// their commits.
+func (r Repo) deleteRefs(ctx context.Context, refs []string) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	var gone []string
+	for _, ref := range refs {
+		if csum, ok, err := r.revParse(ref); err == nil && ok {
+			gone = append(gone, csum)
+		}
+	}
+	if _, err := r.ostree(ctx, append([]string{"refs", "--delete"}, refs...)...); err != nil {
+		return err
+	}
+	r.forget(gone)
+	return nil
 }
 
 // refs lists the refs under prefix (one level).
@@ -326,13 +351,9 @@ func (r Repo) refs(prefix string) ([]string, error) {
 
 // config is the image configuration an image commit records.
 func (r Repo) config(ctx context.Context, csum string) (*v1.ConfigFile, error) {
-	out, err := r.ostree(ctx, "show", "--print-metadata-key="+MetaConfig, csum)
+	raw, err := r.metadata(ctx, csum, MetaConfig)
 	if err != nil {
 		return nil, err
-	}
-	raw, err := parseGVariantString(strings.TrimSpace(out))
-	if err != nil {
-		return nil, fmt.Errorf("image commit %s: %s: %w", csum, MetaConfig, err)
 	}
 	var cfg v1.ConfigFile
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {

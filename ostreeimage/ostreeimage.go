@@ -48,6 +48,10 @@ type Repo struct {
 	// Arch is the architecture, as bootc names it (see HostArch), whose
 	// kernel arguments Import and Lookup report; "" means HostArch().
 	Arch string
+	// FactsDir is where the Repo keeps what it learnt of its commits
+	// (facts.go), so that it need not run ostree to learn it again; ""
+	// keeps nothing.
+	FactsDir string
 }
 
 // Image is an image imported into a Repo.

@@ -116,7 +116,8 @@ func (s *Sim) pull(ctx context.Context, st *state, image string) (*pulledImage, 
 
 // images is the node's repository, as bootc imports images into it.
 func (s *Sim) images() ostreeimage.Repo {
-	return ostreeimage.Repo{Path: s.repo(), Ostree: []string{s.ostreeBinary()}, TempDir: s.importDir()}
+	return ostreeimage.Repo{Path: s.repo(), Ostree: []string{s.ostreeBinary()}, TempDir: s.importDir(),
+		FactsDir: filepath.Join(s.simDir(), "facts")}
 }
 
 func (s *Sim) importDir() string { return filepath.Join(s.simDir(), "import") }

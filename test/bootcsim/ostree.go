@@ -295,11 +295,6 @@ func (s *Sim) gcRefs(ctx context.Context, st *state) error {
 			unused = append(unused, ref)
 		}
 	}
-	if len(unused) > 0 {
-		if _, err := s.ostree(ctx, append([]string{"--repo=" + s.repo(), "refs", "--delete"}, unused...)...); err != nil {
-			return err
-		}
-	}
 	var keep []string
 	for csum, info := range st.Images {
 		if !used[csum] {
@@ -308,7 +303,8 @@ func (s *Sim) gcRefs(ctx context.Context, st *state) error {
 		}
 		keep = append(keep, info.Digest)
 	}
-	return s.images().RemoveUnused(ctx, keep)
+	// One ostree run deletes both.
+	return s.images().RemoveUnused(ctx, keep, unused...)
 }
 
 // origin is the content of a deployment's origin file, as bootc writes
