@@ -48,7 +48,7 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 	case actReportWorking:
 		s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateWorking)
 		s.report(v1alpha1.ReasonAnnotation, "")
-		err = d.flush(ctx, s)
+		err = d.flushBeside(ctx, s)
 	case actStage:
 		err = d.stage(ctx, s, image)
 	case actUnstage:
@@ -316,7 +316,7 @@ func (d *Daemon) unlock(ctx context.Context, s *scope) error {
 	if d.Lock == nil {
 		return nil
 	}
-	host, err := d.Bootc.Status(ctx)
+	host, err := d.status(ctx, s)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -74,14 +75,19 @@ type Reconciler struct {
 
 // SetupWithManager registers the reconciler for the daemon's Node. One
 // sync runs at a time; a failed one is retried after 1 s, doubling to
-// 2 min.
+// 2 min. The echo of the daemon's own annotation patch starts no sync
+// (echo.go).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	name := r.Daemon.NodeName
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("strata-daemon").
 		For(&corev1.Node{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetName() == name
-		}))).
+		}), predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			before, _ := e.ObjectOld.(*corev1.Node)
+			after, _ := e.ObjectNew.(*corev1.Node)
+			return !r.Daemon.own.echo(before, after)
+		}})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: 1,
 			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 2*time.Minute),

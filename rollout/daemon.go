@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -107,6 +109,13 @@ type Daemon struct {
 	// mirroring is closed when the mirror's write in flight is done;
 	// nil when none was started.
 	mirroring chan struct{}
+	// flushing delivers the error of flushBeside's patch in flight; nil
+	// when none is.
+	flushing chan error
+	// own are the annotation values flush last wrote (echo.go).
+	own ownWrites
+	// rendered are the rendered configs read last (rendered.go).
+	rendered renderedConfigs
 }
 
 // step lets a test kill the sync after action a.
@@ -176,6 +185,10 @@ type scope struct {
 	// softReboots is systemd's soft reboot count, read at the start of
 	// a sync that waits for a soft reboot.
 	softReboots int
+	// fresh is bootc's status read after the sync's last bootc command
+	// (nil: none read since): decide, the live apply and the unlock of
+	// one sync share one read instead of running `bootc status` each.
+	fresh *bootc.Host
 }
 
 func (s *scope) annotation(key string) string {
@@ -207,6 +220,7 @@ func (d *Daemon) Sync(ctx context.Context) (res Result, err error) {
 	if s.host, err = d.Bootc.Status(ctx); err != nil {
 		return Result{}, err
 	}
+	s.fresh = s.host
 	if s.host.Status.Booted.Digest() == "" {
 		return Result{}, errors.New("bootc status shows no booted image: not a bootc host")
 	}
@@ -221,6 +235,9 @@ func (d *Daemon) Sync(ctx context.Context) (res Result, err error) {
 		return Result{}, err
 	}
 	defer func() {
+		if ferr := d.flushed(); ferr != nil && err == nil {
+			err = ferr
+		}
 		if err != nil && s.updating && !d.rebootRequested && !d.crashed {
 			// Best effort: the error may be the API server's.
 			s.set = map[string]string{v1alpha1.ReasonAnnotation: clip(err.Error())}
@@ -276,10 +293,16 @@ func (d *Daemon) Sync(ctx context.Context) (res Result, err error) {
 		s.log.V(2).Info("Next action", "action", a)
 		if a == actReboot || a == actRollback {
 			// The reboot ends this process: what the mirror says of
-			// the steps before it is written first.
+			// the steps before it is written first, as is any patch.
 			d.mirrored()
+			if err := d.flushed(); err != nil {
+				return Result{}, err
+			}
 		}
 		res, err = d.perform(ctx, s, o, a)
+		if !a.runsNoBootc() {
+			s.fresh = nil
+		}
 		if err != nil {
 			return res, err
 		}
@@ -295,6 +318,20 @@ func (d *Daemon) Sync(ctx context.Context) (res Result, err error) {
 		d.mirror(ctx, s)
 	}
 	return Result{}, fmt.Errorf("no waiting action after %d actions: a bug in decide", maxActions)
+}
+
+// status is bootc's status now: the one read since the sync's last
+// bootc command, or a new read.
+func (d *Daemon) status(ctx context.Context, s *scope) (*bootc.Host, error) {
+	if s.fresh != nil {
+		return s.fresh, nil
+	}
+	host, err := d.Bootc.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.fresh = host
+	return host, nil
 }
 
 // observe gathers decide's input: the node's annotations as last read or
@@ -396,6 +433,54 @@ func (d *Daemon) reportCurrent(s *scope) {
 // patch response updates s.node, so the next decision sees what was
 // written.
 func (d *Daemon) flush(ctx context.Context, s *scope) error {
+	changed, body, err := d.unflushed(s)
+	if err != nil || changed == nil {
+		return err
+	}
+	if err := d.Client.Patch(ctx, s.node, client.RawPatch(types.MergePatchType, body)); err != nil {
+		return fmt.Errorf("patch node %s annotations: %w", d.NodeName, err)
+	}
+	d.own.wrote(changed)
+	return nil
+}
+
+// flushBeside writes what flush would, but returns at once: the next
+// action runs beside the patch (reportWorking's: the stage's pull secret
+// read and download need not wait for it, and under a rollout's load the
+// patch took 0.2-0.7 s). The node's annotations in s are updated now.
+// Every later flush, a reboot and the end of the sync wait for the
+// patch first (flushed), so the patches stay in order, and one that
+// failed fails the sync before anything else is reported.
+func (d *Daemon) flushBeside(ctx context.Context, s *scope) error {
+	changed, body, err := d.unflushed(s)
+	if err != nil || changed == nil {
+		return err
+	}
+	if s.node.Annotations == nil {
+		s.node.Annotations = map[string]string{}
+	}
+	maps.Copy(s.node.Annotations, changed)
+	done := make(chan error, 1)
+	d.flushing = done
+	target := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: d.NodeName}}
+	go func() {
+		if err := d.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body)); err != nil {
+			done <- fmt.Errorf("patch node %s annotations: %w", d.NodeName, err)
+			return
+		}
+		d.own.wrote(changed)
+		done <- nil
+	}()
+	return nil
+}
+
+// unflushed waits for a patch in flight, then takes the reported
+// annotations that differ from the node's and their merge patch; nil
+// when none differ.
+func (d *Daemon) unflushed(s *scope) (map[string]string, []byte, error) {
+	if err := d.flushed(); err != nil {
+		return nil, nil, err
+	}
 	changed := map[string]string{}
 	for k, v := range s.set {
 		if cur, ok := s.node.Annotations[k]; !ok || cur != v {
@@ -404,16 +489,24 @@ func (d *Daemon) flush(ctx context.Context, s *scope) error {
 	}
 	s.set = map[string]string{}
 	if len(changed) == 0 {
-		return nil
+		return nil, nil, nil
 	}
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": changed}})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if err := d.Client.Patch(ctx, s.node, client.RawPatch(types.MergePatchType, body)); err != nil {
-		return fmt.Errorf("patch node %s annotations: %w", d.NodeName, err)
+	return changed, body, nil
+}
+
+// flushed waits for flushBeside's patch in flight, if any, and returns
+// its error.
+func (d *Daemon) flushed() error {
+	if d.flushing == nil {
+		return nil
 	}
-	return nil
+	err := <-d.flushing
+	d.flushing = nil
+	return err
 }
 
 func (d *Daemon) event(s *scope, eventType, reason, action, note string, args ...any) {

@@ -122,6 +122,20 @@ func (a action) ends() bool {
 	return false
 }
 
+// runsNoBootc says whether the action surely runs no bootc command that
+// changes bootc's state, so that a status read after it is still
+// bootc's (scope.status). An action not listed may: the safe default.
+func (a action) runsNoBootc() bool {
+	switch a {
+	case actIdle, actReadConfig, actReject, actInSync, actDrainFailed, actReportWorking,
+		actDecide, actDecideAhead, actRequestDrain, actWaitForDrain, actWriteItems,
+		actRecordReboot, actReportRebooting, actStartVerify, actCheckHealth, actWaitForHealth,
+		actComplete, actFailDidNotBoot, actRecordRollback, actFailRolledBack, actReportFailed:
+		return true
+	}
+	return false
+}
+
 // updating says whether the action works on an update, so that an error
 // it returns is reported in the reason annotation.
 func (a action) updating() bool {

@@ -137,8 +137,8 @@ func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, 
 		unknown           = "the node's current config is not recorded"
 	)
 	wg.Go(func() { policy, policyErr = d.clusterPolicy(ctx) })
-	// The status this sync started from predates the stage.
-	wg.Go(func() { host, hstErr = d.Bootc.Status(ctx) })
+	// Not s.host: the status this sync started from predates the stage.
+	wg.Go(func() { host, hstErr = d.status(ctx, s) })
 	if current := s.rec.CurrentConfig; current != "" {
 		wg.Go(func() { changes, unknown = d.compareConfigs(ctx, current, config) })
 	}
@@ -197,12 +197,12 @@ func (d *Daemon) compareConfigs(ctx context.Context, current, desired string) (*
 			continue
 		}
 		wg.Go(func() {
-			var mc v1alpha1.MachineConfig
-			if err := d.reader().Get(ctx, types.NamespacedName{Name: name}, &mc); err != nil {
+			spec, err := d.renderedConfig(ctx, name)
+			if err != nil {
 				errs[i] = fmt.Errorf("could not read rendered config %s: %w", name, err)
 				return
 			}
-			specs[i] = &mc.Spec
+			specs[i] = spec
 		})
 	}
 	wg.Wait()
@@ -237,7 +237,7 @@ func (d *Daemon) applyLive(ctx context.Context, s *scope, image, config string) 
 		s.report(v1alpha1.DisruptionAnnotation, rec.summary())
 		return nil
 	}
-	host, err := d.Bootc.Status(ctx)
+	host, err := d.status(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -320,7 +320,7 @@ func (d *Daemon) resyncLive(ctx context.Context, s *scope, u *UpdateRecord) erro
 	if len(paths) == 0 || u == nil || u.Phase != PhaseRebooting {
 		return nil
 	}
-	host, err := d.Bootc.Status(ctx)
+	host, err := d.status(ctx, s)
 	if err != nil {
 		return err
 	}

@@ -304,6 +304,15 @@ func TestLiveApplyOnTheSimulator(t *testing.T) {
 	}
 	two, configB := l.chronyImage("two", "b"), l.chronyConfig("b")
 	l.desire(two, configB)
+	before := l.sim.counts().statuses
+	l.sync()
+	// One sync takes the update through: bootc's status read at its
+	// start, and once after the switch for the decision, the live apply
+	// and the unlock together.
+	if n := l.sim.counts().statuses - before; n != 2 || l.ann(v1alpha1.CurrentConfigAnnotation) != configB {
+		t.Errorf("one sync read bootc's status %d times and reports config %q; want 2 reads and %q applied",
+			n, l.ann(v1alpha1.CurrentConfigAnnotation), configB)
+	}
 	l.converge()
 
 	if got := l.sim.counts(); got.reboots != 0 || got.switches != 1 {

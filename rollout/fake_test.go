@@ -166,7 +166,7 @@ func (h *fakeHost) boot() {
 	h.bootID = newBootID()
 }
 
-type counts struct{ switches, rollbacks, reboots, softReboots int }
+type counts struct{ switches, rollbacks, reboots, softReboots, statuses int }
 
 func (h *fakeHost) counts() counts {
 	h.mu.Lock()

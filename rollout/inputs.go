@@ -78,12 +78,12 @@ func (d *Daemon) readConfig(ctx context.Context, s *scope, config string) error 
 	if config == "" {
 		return nil
 	}
-	var mc v1alpha1.MachineConfig
-	if err := d.reader().Get(ctx, types.NamespacedName{Name: config}, &mc); err != nil {
+	spec, err := d.renderedConfig(ctx, config)
+	if err != nil {
 		s.config = configUnread
 		return fmt.Errorf("get rendered config %s: %w", config, err)
 	}
-	split, err := nodeconfig.SplitForNode(&mc.Spec)
+	split, err := nodeconfig.SplitForNode(spec)
 	if err != nil {
 		s.config, s.configErr = configInvalid, &invalidConfigError{what: "rendered config " + config, err: err}
 		return nil

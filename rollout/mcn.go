@@ -302,16 +302,16 @@ func mcnObject(v *nodeView) (v1alpha1.MachineConfigNodeSpec, v1alpha1.MachineCon
 // mirror writes the node's MachineConfigNode if what it says changed
 // since the daemon last wrote it. It never fails the sync: an update
 // must not wait for its mirror. The write runs beside the sync's next
-// action: what the step says and when are taken now, and the writes
-// stay one at a time and in order (each waits for the one before), so
-// the MachineConfigNode goes through every step as before, while the
-// update itself no longer waits for two API writes a step. Sync waits
-// for the last one before it returns, and before a reboot.
+// actions: what the step says and when are taken now, and the writes
+// stay one at a time and in order (each waits for the one before, not
+// the step for it), so the MachineConfigNode goes through every step as
+// before, while the update itself waits for none of its API writes
+// (under a rollout's load a step waited 0.6 s for the step before's).
+// Sync waits for the last one before it returns, and before a reboot.
 func (d *Daemon) mirror(ctx context.Context, s *scope) {
 	if d.rebootRequested || d.crashed || s.host == nil || s.rec == nil || s.node.UID == "" {
 		return
 	}
-	d.mirrored()
 	v := d.view(s)
 	if v.Decision != nil {
 		// The next action may change the record.
@@ -320,11 +320,14 @@ func (d *Daemon) mirror(ctx context.Context, s *scope) {
 	}
 	at := metav1.NewTime(d.now())
 	owner := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: s.node.Name, UID: s.node.UID}}
-	done := make(chan struct{})
+	done, before := make(chan struct{}), d.mirroring
 	d.mirroring = done
 	log := s.log
 	go func() {
 		defer close(done)
+		if before != nil {
+			<-before
+		}
 		if err := d.writeMCN(ctx, v, at, owner); err != nil {
 			log.Error(err, "Could not write the MachineConfigNode: writing it again at the next step")
 			d.mcn = nil
@@ -332,7 +335,7 @@ func (d *Daemon) mirror(ctx context.Context, s *scope) {
 	}()
 }
 
-// mirrored waits for the mirror's write in flight, if any.
+// mirrored waits for the mirror's writes in flight, if any.
 func (d *Daemon) mirrored() {
 	if d.mirroring != nil {
 		<-d.mirroring

@@ -31,6 +31,8 @@ type simHost struct {
 	mu                           sync.Mutex
 	switches, rollbacks, reboots int
 	softReboots                  int
+	// statuses counts `bootc status` runs.
+	statuses int
 }
 
 // SoftReboot is `bootc upgrade --from-downloaded --apply
@@ -73,6 +75,9 @@ func (h *simHost) ApplyDownloaded(ctx context.Context, a bootc.Apply) error {
 func (h *simHost) SoftRebootCount(context.Context) (int, error) { return h.sim.SoftReboots() }
 
 func (h *simHost) Status(ctx context.Context) (*bootc.Host, error) {
+	h.mu.Lock()
+	h.statuses++
+	h.mu.Unlock()
 	// Through bootc's JSON, as the daemon reads the real one.
 	st, err := h.sim.Status(ctx)
 	if err != nil {
@@ -133,7 +138,7 @@ func (h *simHost) boot() {
 func (h *simHost) counts() counts {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return counts{h.switches, h.rollbacks, h.reboots, h.softReboots}
+	return counts{h.switches, h.rollbacks, h.reboots, h.softReboots, h.statuses}
 }
 
 // entries are bootc status's staged and booted digests.
