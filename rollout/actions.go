@@ -48,7 +48,14 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 	case actReportWorking:
 		s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateWorking)
 		s.report(v1alpha1.ReasonAnnotation, "")
-		err = d.flushBeside(ctx, s)
+		if d.caps != nil && d.caps.LockedStaging() {
+			// The stage that follows is locked: no boot takes it
+			// before the drain, which waits for this patch. It can run
+			// beside the patch; an unlocked stage cannot.
+			err = d.flushBeside(ctx, s)
+		} else {
+			err = d.flush(ctx, s)
+		}
 	case actStage:
 		err = d.stage(ctx, s, image)
 	case actUnstage:

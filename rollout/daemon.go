@@ -311,6 +311,10 @@ func (d *Daemon) Sync(ctx context.Context) (res Result, err error) {
 				if err := d.flush(ctx, s); err != nil {
 					return res, err
 				}
+				// Read now, while nothing waits on the node, rather
+				// than when the next update asks to stage: two bootc
+				// runs off its path. An error is read again then.
+				_, _ = d.capabilities(ctx)
 			}
 			return res, nil
 		}
@@ -445,9 +449,9 @@ func (d *Daemon) flush(ctx context.Context, s *scope) error {
 }
 
 // flushBeside writes what flush would, but returns at once: the next
-// action runs beside the patch (reportWorking's: the stage's pull secret
-// read and download need not wait for it, and under a rollout's load the
-// patch took 0.2-0.7 s). The node's annotations in s are updated now.
+// action runs beside the patch (reportWorking's, before a locked stage:
+// the stage's pull secret read and download need not wait for it, and
+// under a rollout's load the patch took 0.2-0.7 s). The node's annotations in s are updated now.
 // Every later flush, a reboot and the end of the sync wait for the
 // patch first (flushed), so the patches stay in order, and one that
 // failed fails the sync before anything else is reported.
