@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -178,15 +180,9 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, nil
 	}
 
-	started, err := r.markStarted(ctx, node)
+	started, err := r.startDrain(ctx, node, strings.TrimPrefix(want, v1alpha1.DrainRequestPrefix))
 	if err != nil {
 		return ctrl.Result{}, err
-	}
-	if err := r.claimCordon(ctx, node, strings.TrimPrefix(want, v1alpha1.DrainRequestPrefix)); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := drain.RunCordonOrUncordon(helper, node, true); err != nil {
-		return ctrl.Result{}, fmt.Errorf("cordon node %s: %w", node.Name, err)
 	}
 	drainErr := evictPods(ctx, helper, node.Name)
 	if drainErr == nil {
@@ -263,46 +259,49 @@ func (r *DrainReconciler) helper(ctx context.Context) *drain.Helper {
 	}
 }
 
-// markStarted records when the drain of the current request began, once,
-// so that a restarted controller keeps counting from there.
-func (r *DrainReconciler) markStarted(ctx context.Context, node *corev1.Node) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, node.Annotations[v1alpha1.DrainStartedAnnotation]); err == nil {
-		return t, nil
-	}
-	// Full precision: a start cut to the second would end the drain
-	// timeout up to a second early.
-	now := time.Now().UTC()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.DrainStartedAnnotation, now.Format(time.RFC3339Nano))
-	if _, err := r.Kube.CoreV1().Nodes().Patch(ctx, node.Name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
-		return now, fmt.Errorf("record the drain start of node %s: %w", node.Name, err)
-	}
-	log.FromContext(ctx).Info("Drain started", "request", node.Annotations[v1alpha1.DesiredDrainAnnotation])
-	return now, nil
-}
-
-// claimCordon records, before the node is cordoned, that Strata cordons
-// it for update key, so that a crash between the two leaves a record
-// that the next attempt honours. A node already cordoned without a
-// record was cordoned by someone else: it is drained but not claimed,
-// and stays cordoned after the update. A record from an earlier update
-// of Strata's own cordon moves to this one.
-func (r *DrainReconciler) claimCordon(ctx context.Context, node *corev1.Node, key string) error {
-	record := node.Annotations[v1alpha1.CordonedForAnnotation]
-	if record == key {
-		return nil
-	}
-	if node.Spec.Unschedulable && record == "" {
-		log.FromContext(ctx).Info("The node is cordoned by someone else: draining it, and leaving it cordoned after the update")
-		return nil
-	}
-	raw, err := jsonPatch(map[string]any{v1alpha1.CordonedForAnnotation: key})
+// startDrain records when the drain of the current request began (once,
+// so that retries and a restarted controller count from there), claims the cordon for update
+// key, and cordons the node, in one patch: the record of Strata's cordon
+// comes with the cordon, so no crash leaves one without the other, and
+// a drain costs one write before its evictions, not three. A node
+// already cordoned without a record was cordoned by someone else: it is
+// drained but not claimed, and stays cordoned after the update. A record
+// from an earlier update of Strata's own cordon moves to this one.
+func (r *DrainReconciler) startDrain(ctx context.Context, node *corev1.Node, key string) (time.Time, error) {
+	annotations := map[string]any{}
+	started, err := time.Parse(time.RFC3339, node.Annotations[v1alpha1.DrainStartedAnnotation])
 	if err != nil {
-		return err
+		// Full precision: a start cut to the second would end the drain
+		// timeout up to a second early.
+		started = time.Now().UTC()
+		annotations[v1alpha1.DrainStartedAnnotation] = started.Format(time.RFC3339Nano)
+		log.FromContext(ctx).Info("Drain started", "request", node.Annotations[v1alpha1.DesiredDrainAnnotation])
 	}
-	if _, err := r.Kube.CoreV1().Nodes().Patch(ctx, node.Name, "application/merge-patch+json", raw, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("record the cordon of node %s: %w", node.Name, err)
+	switch record := node.Annotations[v1alpha1.CordonedForAnnotation]; {
+	case record == key:
+	case node.Spec.Unschedulable && record == "":
+		log.FromContext(ctx).Info("The node is cordoned by someone else: draining it, and leaving it cordoned after the update")
+	default:
+		annotations[v1alpha1.CordonedForAnnotation] = key
 	}
-	return nil
+	patch := map[string]any{}
+	if len(annotations) > 0 {
+		patch["metadata"] = map[string]any{"annotations": annotations}
+	}
+	if !node.Spec.Unschedulable {
+		patch["spec"] = map[string]any{"unschedulable": true}
+	}
+	if len(patch) == 0 {
+		return started, nil
+	}
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return started, err
+	}
+	if _, err := r.Kube.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, raw, metav1.PatchOptions{}); err != nil {
+		return started, fmt.Errorf("start the drain of node %s (record, cordon): %w", node.Name, err)
+	}
+	return started, nil
 }
 
 // forgetCordon removes a stale record of Strata's cordon (staleCordon).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,19 +62,30 @@ func evictPods(ctx context.Context, helper *drain.Helper, nodeName string) error
 		defer w.Stop()
 		deletions = w.ResultChan()
 	}
+	// All at once, as kubectl drain evicts: one eviction's round trip
+	// per drain, not one per pod.
+	evictErrs := make([]error, len(pods))
+	var wg sync.WaitGroup
+	for i, p := range pods {
+		wg.Go(func() { evictErrs[i] = helper.EvictPod(p, policyv1.SchemeGroupVersion) })
+	}
+	wg.Wait()
 	var evicted []corev1.Pod
 	var refused []string
-	for _, p := range pods {
-		err := helper.EvictPod(p, policyv1.SchemeGroupVersion)
-		switch {
+	var failed []error
+	for i, p := range pods {
+		switch err := evictErrs[i]; {
 		case err == nil:
 			evicted = append(evicted, p)
 		case apierrors.IsNotFound(err):
 		case apierrors.IsTooManyRequests(err):
 			refused = append(refused, p.Namespace+"/"+p.Name)
 		default:
-			return fmt.Errorf("evict pod %s/%s: %w", p.Namespace, p.Name, err)
+			failed = append(failed, fmt.Errorf("evict pod %s/%s: %w", p.Namespace, p.Name, err))
 		}
+	}
+	if len(failed) > 0 {
+		return errors.Join(failed...)
 	}
 	if err := waitGone(ctx, helper, evicted, deletions); err != nil {
 		return err
