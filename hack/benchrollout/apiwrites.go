@@ -57,28 +57,28 @@ func parseAPIWrites(raw []byte) apiWrites {
 	return counts
 }
 
-// promLabels parses a Prometheus sample's label list (a="x",b="y").
+// promLabels parses a Prometheus sample's label list (a="x",b="y"),
+// with the format's escapes in the values.
 func promLabels(s string) map[string]string {
 	out := map[string]string{}
 	for s != "" {
-		key, rest, ok := strings.Cut(s, `="`)
+		key, rest, ok := strings.Cut(strings.TrimPrefix(s, ","), `="`)
 		if !ok {
 			break
 		}
-		end := strings.Index(rest, `"`)
-		for end > 0 && rest[end-1] == '\\' {
-			next := strings.Index(rest[end+1:], `"`)
-			if next < 0 {
-				end = -1
-				break
+		var v strings.Builder
+		i := 0
+		for ; i < len(rest) && rest[i] != '"'; i++ {
+			if rest[i] == '\\' && i+1 < len(rest) {
+				i++
 			}
-			end += 1 + next
+			v.WriteByte(rest[i])
 		}
-		if end < 0 {
+		out[key] = v.String()
+		if i >= len(rest) {
 			break
 		}
-		out[strings.TrimPrefix(key, ",")] = rest[:end]
-		s = rest[end+1:]
+		s = rest[i+1:]
 	}
 	return out
 }
