@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-
 	"github.com/strata-dev/strata/ostreeimage"
 	"github.com/strata-dev/strata/test/testregistry"
 )
@@ -36,18 +34,11 @@ func countingOstree(t *testing.T) (argv []string, runs func() []string) {
 func TestFactsSpareOstreeRuns(t *testing.T) {
 	ctx := context.Background()
 	reg := testregistry.Start(t, "")
-	base, err := mutate.AppendLayers(testregistry.Busybox(t), appLayer(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	derived, err := mutate.AppendLayers(base, testregistry.FilesLayer(t, map[string]string{
+	base, derived := appImages(t, map[string]string{
 		"usr/lib/bootc/kargs.d/30-derived.toml": "kargs = [\"derived\"]\n",
 		// Replaces the base layer's file of that name.
 		"usr/lib/bootc/kargs.d/10-app.toml": "kargs = [\"app=2\"]\n",
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	baseImg := remoteImage(t, reg, "os:base", base)
 	derivedImg := remoteImage(t, reg, "os:derived", derived)
 

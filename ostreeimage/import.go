@@ -166,10 +166,12 @@ func (r Repo) layer(ctx context.Context, l v1.Layer, diffID, work string) (strin
 	}
 	csum := strings.TrimSpace(out)
 	r.keep(csum, MetaLayer, flags.String())
-	// Read now, from the tree at hand: the image's kernel arguments are
-	// its layers' kargs.d merged.
-	if _, err := r.layerKargsOf(ctx, csum, tree); err != nil {
-		return "", layerFlags{}, err
+	// Kept now, from the tree at hand: with facts, the image's kernel
+	// arguments are its layers' kargs.d merged.
+	if r.FactsDir != "" {
+		if _, err := r.layerKargsOf(ctx, csum, tree); err != nil {
+			return "", layerFlags{}, err
+		}
 	}
 	return csum, flags, nil
 }

@@ -277,22 +277,30 @@ func walk(t testing.TB, root string) map[string]fileInfo {
 	return out
 }
 
-func TestImportDerivedImageReusesBaseLayers(t *testing.T) {
-	ctx := context.Background()
-	reg := testregistry.Start(t, "")
+// appImages are busybox with appLayer (the base) and the base with a
+// layer of files added (derived).
+func appImages(t testing.TB, files map[string]string) (base, derived v1.Image) {
+	t.Helper()
 	base, err := mutate.AppendLayers(testregistry.Busybox(t), appLayer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	derived, err := mutate.AppendLayers(base, testregistry.FilesLayer(t, map[string]string{
-		"etc/app.conf":                          "level=2\n",
-		"opt/app/new":                           "new\n",
-		"usr/lib/bootc/kargs.d/30-derived.toml": "kargs = [\"derived\"]\n",
-	}))
+	derived, err = mutate.AppendLayers(base, testregistry.FilesLayer(t, files))
 	if err != nil {
 		t.Fatal(err)
 	}
-	derived, err = mutate.Config(derived, v1.Config{Labels: map[string]string{"org.opencontainers.image.version": "2.0"}})
+	return base, derived
+}
+
+func TestImportDerivedImageReusesBaseLayers(t *testing.T) {
+	ctx := context.Background()
+	reg := testregistry.Start(t, "")
+	base, derived := appImages(t, map[string]string{
+		"etc/app.conf":                          "level=2\n",
+		"opt/app/new":                           "new\n",
+		"usr/lib/bootc/kargs.d/30-derived.toml": "kargs = [\"derived\"]\n",
+	})
+	derived, err := mutate.Config(derived, v1.Config{Labels: map[string]string{"org.opencontainers.image.version": "2.0"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -451,10 +451,11 @@ func (d *Daemon) flush(ctx context.Context, s *scope) error {
 // flushBeside writes what flush would, but returns at once: the next
 // action runs beside the patch (reportWorking's, before a locked stage:
 // the stage's pull secret read and download need not wait for it, and
-// under a rollout's load the patch took 0.2-0.7 s). The node's annotations in s are updated now.
-// Every later flush, a reboot and the end of the sync wait for the
-// patch first (flushed), so the patches stay in order, and one that
-// failed fails the sync before anything else is reported.
+// under a rollout's load the patch took 0.2-0.7 s). The node's
+// annotations in s are updated now. Every later flush, a reboot and the
+// end of the sync wait for the patch first (flushed), so the patches
+// stay in order, and one that failed fails the sync before anything
+// else is reported.
 func (d *Daemon) flushBeside(ctx context.Context, s *scope) error {
 	changed, body, err := d.unflushed(s)
 	if err != nil || changed == nil {
