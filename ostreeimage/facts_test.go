@@ -84,15 +84,16 @@ func TestFactsSpareOstreeRuns(t *testing.T) {
 		t.Errorf("Lookup: %+v, imported %+v", found, d)
 	}
 
-	// The base image's refs and the caller's go in one run, with the
-	// facts of their commits.
+	// The base image's refs and the caller's go without an ostree run
+	// (a local ref is a file), with the facts of their commits; ostree
+	// then lists the refs left.
 	ostree(t, r, "refs", "--create=sim/extra", b.Checksum)
 	runs()
 	if err := r.RemoveUnused(ctx, []string{d.Digest}, "sim/extra"); err != nil {
 		t.Fatal(err)
 	}
-	if got := runs(); !slices.Equal(got, []string{"refs"}) {
-		t.Errorf("RemoveUnused ran ostree %q, want one refs run", got)
+	if got := runs(); len(got) != 0 {
+		t.Errorf("RemoveUnused ran ostree %q, want no run", got)
 	}
 	if left, _ := filepath.Glob(filepath.Join(r.FactsDir, b.Checksum+".*")); len(left) != 0 {
 		t.Errorf("facts of the removed base image left: %q", left)

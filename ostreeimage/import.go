@@ -283,7 +283,7 @@ func (r Repo) RemoveUnused(ctx context.Context, keep []string, also ...string) e
 	if len(unused) == 0 {
 		// Every layer ref came with an image ref: no image gone, no
 		// layer unused.
-		return r.deleteRefs(ctx, also)
+		return r.deleteRefs(also)
 	}
 	used := map[string]bool{}
 	for ref := range kept {
@@ -311,23 +311,27 @@ func (r Repo) RemoveUnused(ctx context.Context, keep []string, also ...string) e
 			unused = append(unused, ref)
 		}
 	}
-	return r.deleteRefs(ctx, append(unused, also...))
+	return r.deleteRefs(append(unused, also...))
 }
 
-// deleteRefs deletes refs in one ostree run and forgets the facts of
-// their commits.
-func (r Repo) deleteRefs(ctx context.Context, refs []string) error {
-	if len(refs) == 0 {
-		return nil
-	}
+// deleteRefs deletes refs and forgets the facts of their commits. A
+// local ref is a file of its own under refs/heads, and deleting one is
+// removing that file, which is all `ostree refs --delete` does for it:
+// done here, it costs no ostree run (one per stage on a node).
+func (r Repo) deleteRefs(refs []string) error {
 	var gone []string
 	for _, ref := range refs {
-		if csum, ok, err := r.revParse(ref); err == nil && ok {
-			gone = append(gone, csum)
+		csum, ok, err := r.revParse(ref)
+		if err != nil {
+			return err
 		}
-	}
-	if _, err := r.ostree(ctx, append([]string{"refs", "--delete"}, refs...)...); err != nil {
-		return err
+		if !ok {
+			continue
+		}
+		if err := os.Remove(filepath.Join(r.Path, "refs", "heads", filepath.FromSlash(ref))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("delete ref %s: %w", ref, err)
+		}
+		gone = append(gone, csum)
 	}
 	r.forget(gone)
 	return nil
