@@ -146,6 +146,14 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	// The cache may lag this controller's own acknowledgement: the
+	// daemon's next write, seen before it, asked for the same drain
+	// again, which ran twice (a second cordon, pod listing and
+	// acknowledgement on a node about to reboot).
+	if !pending(node) {
+		return ctrl.Result{}, nil
+	}
+	want, _ = drainRequest(node)
 	helper := r.helper(ctx)
 	logger := log.FromContext(ctx).WithValues("request", want)
 	switch {
