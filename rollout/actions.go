@@ -236,9 +236,11 @@ func (d *Daemon) stage(ctx context.Context, s *scope, image string) error {
 		return err
 	}
 	s.log.Info("Staging the desired image", "enforceSignatures", enforce)
+	d.readBeside(ctx, s, image, s.annotation(v1alpha1.DesiredConfigAnnotation))
 	start := d.now()
 	locked, err := d.switchLocked(ctx, image, enforce)
 	if err != nil {
+		d.authSuspect = true
 		if enforce && refusedBySignature(err) {
 			return d.refuseUnsigned(s, image, err)
 		}
@@ -263,8 +265,10 @@ func (d *Daemon) stageAhead(ctx context.Context, s *scope) error {
 		return err
 	}
 	s.log.Info("Staging ahead of the update", "desiredStage", image)
+	d.readBeside(ctx, s, image, s.annotation(v1alpha1.DesiredStageConfigAnnotation))
 	start := d.now()
 	if err := d.Lock.SwitchWith(ctx, image, bootc.SwitchOptions{DownloadOnly: true}); err != nil {
+		d.authSuspect = true
 		// The node is not updating, so its reason says nothing: the
 		// Event does; the sync is retried.
 		d.event(s, corev1.EventTypeWarning, "StageAheadFailed", "Stage", "Downloading image %s ahead failed: %v", image, err)

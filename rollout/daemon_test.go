@@ -203,7 +203,12 @@ func (r *rig) newDaemon() *Daemon {
 	}
 }
 
-func (r *rig) restart() { r.d = r.newDaemon() }
+func (r *rig) restart() {
+	if r.d != nil {
+		r.d.mirrored()
+	}
+	r.d = r.newDaemon()
+}
 
 // reboot performs the reboot the daemon asked for and starts a new
 // daemon.
@@ -218,11 +223,19 @@ func (r *rig) reboot() {
 
 func (r *rig) sync() Result {
 	r.t.Helper()
-	res, err := r.d.Sync(r.ctx)
+	res, err := r.syncOnce()
 	if err != nil {
 		r.t.Fatalf("sync: %v", err)
 	}
 	return res
+}
+
+// syncOnce runs one sync and waits for its MachineConfigNode writes,
+// which Sync leaves running beside the next one.
+func (r *rig) syncOnce() (Result, error) {
+	res, err := r.d.Sync(r.ctx)
+	r.d.mirrored()
+	return res, err
 }
 
 func (r *rig) node() *corev1.Node {
@@ -297,7 +310,7 @@ func (r *rig) applyDrain() bool {
 func (r *rig) converge() {
 	r.t.Helper()
 	for range 30 {
-		res, err := r.d.Sync(r.ctx)
+		res, err := r.syncOnce()
 		switch {
 		case errors.Is(err, errKilled):
 			r.restart()
@@ -853,7 +866,7 @@ func TestMissingPullSecret(t *testing.T) {
 	r.expectAnnotations(map[string]string{v1alpha1.StateAnnotation: v1alpha1.NodeStateDone, v1alpha1.OriginalImageAnnotation: original})
 
 	r.desire(newImage, r.renderedConfig("one"))
-	if _, err := r.d.Sync(r.ctx); err == nil {
+	if _, err := r.syncOnce(); err == nil {
 		t.Fatal("a switch without its pull secret succeeded")
 	}
 	r.expectCounts(counts{})
@@ -875,6 +888,51 @@ func TestMissingPullSecret(t *testing.T) {
 	r.expectAnnotations(map[string]string{v1alpha1.StateAnnotation: v1alpha1.NodeStateWorking, v1alpha1.ReasonAnnotation: ""})
 	if b, err := os.ReadFile(filepath.Join(r.dir, "run/ostree/auth.json")); err != nil || string(b) != `{"auths":{}}` {
 		t.Errorf("auth.json %q, %v", b, err)
+	}
+}
+
+// TestPullSecretReadAgainForStage: the stage of an update uses the pull
+// secret the daemon read less than authMaxAge before, and reads it again
+// (a rotation) once it is older.
+func TestPullSecretReadAgainForStage(t *testing.T) {
+	r := newRig(t)
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rotating-" + r.name},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"one":{}}}`)},
+	}
+	if err := env.Client.Create(r.ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	auth := func() string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(r.dir, "run/ostree/auth.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	r.annotate(map[string]*string{v1alpha1.ImagePullSecretAnnotation: str(secret.Name)})
+	r.sync()
+	secret.Data[corev1.DockerConfigJsonKey] = []byte(`{"auths":{"two":{}}}`)
+	if err := env.Client.Update(r.ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+
+	config := r.renderedConfig("one")
+	r.desire(newImage, config)
+	r.sync()
+	r.expectCounts(counts{switches: 1})
+	if got := auth(); got != `{"auths":{"one":{}}}` {
+		t.Errorf("staged with auth.json %s; want the secret as read a moment before", got)
+	}
+
+	r.clock = r.clock.Add(authMaxAge)
+	r.desire(third, config)
+	r.sync()
+	r.expectCounts(counts{switches: 2})
+	if got := auth(); got != `{"auths":{"two":{}}}` {
+		t.Errorf("staged with auth.json %s; want the secret read again, rotated", got)
 	}
 }
 

@@ -115,6 +115,61 @@ func (d *Daemon) imageChanged(ctx context.Context, s *scope, image string) (bool
 	return a != b, ""
 }
 
+// policyRead is a read of the cluster's disruption policy in flight;
+// done closes once policy and err are set.
+type policyRead struct {
+	done   chan struct{}
+	policy v1alpha1.NodeDisruptionPolicyClusterStatus
+	err    error
+}
+
+// readBeside starts reading what the decision after a stage of image
+// (for config) will need and that does not depend on the stage, beside
+// it: the cluster's policy (an API round trip), the current and desired
+// rendered configs (kept once read, see renderedConfig) and what is
+// below the configuration layer of image and of the booted image (two
+// registry round trips each). The decision then joins the reads rather
+// than making them; on the path of every live apply, they took 0.1-0.2 s
+// under a rollout's load. A failed read is read again by the decision.
+func (d *Daemon) readBeside(ctx context.Context, s *scope, image, config string) {
+	ctx = context.WithoutCancel(ctx)
+	p := &policyRead{done: make(chan struct{})}
+	s.policy = p
+	go func() {
+		defer close(p.done)
+		p.policy, p.err = d.clusterPolicy(ctx)
+	}()
+	for _, name := range []string{s.rec.CurrentConfig, config} {
+		if name != "" {
+			go func() { _, _ = d.renderedConfig(ctx, name) }()
+		}
+	}
+	if d.Images == nil {
+		return
+	}
+	for _, im := range []string{s.host.Status.Booted.PullSpec(), image} {
+		go func() { _, _ = d.Images.BelowConfigLayer(ctx, im) }()
+	}
+}
+
+// decisionPolicy is the policy read beside the stage, or one read now.
+func (d *Daemon) decisionPolicy(ctx context.Context, s *scope) (v1alpha1.NodeDisruptionPolicyClusterStatus, error) {
+	p := s.policy
+	if p == nil {
+		return d.clusterPolicy(ctx)
+	}
+	s.policy = nil
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return v1alpha1.NodeDisruptionPolicyClusterStatus{}, ctx.Err()
+	}
+	if p.err != nil {
+		return d.clusterPolicy(ctx)
+	}
+	return p.policy, nil
+}
+
 // decideDisruption decides what the update to (image, config) costs the
 // node, once its image is staged (bootc reports the staged deployment's
 // soft-reboot capability), and records it in the state file, the
@@ -136,7 +191,7 @@ func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, 
 		changes           *disruption.Changes
 		unknown           = "the node's current config is not recorded"
 	)
-	wg.Go(func() { policy, policyErr = d.clusterPolicy(ctx) })
+	wg.Go(func() { policy, policyErr = d.decisionPolicy(ctx, s) })
 	// Not s.host: the status this sync started from predates the stage.
 	wg.Go(func() { host, hstErr = d.status(ctx, s) })
 	if current := s.rec.CurrentConfig; current != "" {

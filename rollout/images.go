@@ -41,6 +41,17 @@ type RegistryImages struct {
 	// image's again when its update decided ahead is decided once more.
 	mu    sync.Mutex
 	known map[string]string
+	// reading are the reads of pinned images in flight: a read the
+	// daemon starts beside a stage is joined, not repeated, by the
+	// decision that follows the stage.
+	reading map[string]*imageRead
+}
+
+// imageRead is one read in flight; done closes once below and err are set.
+type imageRead struct {
+	done  chan struct{}
+	below string
+	err   error
 }
 
 // maxKnown bounds the answers remembered; a daemon sees a few images.
@@ -55,25 +66,42 @@ var _ Images = (*RegistryImages)(nil)
 // decision takes as a changed image: whatever changed in it may be a
 // kernel or anything else.
 func (r *RegistryImages) BelowConfigLayer(ctx context.Context, image string) (string, error) {
-	pinned := strings.Contains(image, "@sha256:")
-	if pinned {
-		r.mu.Lock()
-		below, ok := r.known[image]
+	if !strings.Contains(image, "@sha256:") {
+		return r.read(ctx, image)
+	}
+	r.mu.Lock()
+	if below, ok := r.known[image]; ok {
 		r.mu.Unlock()
-		if ok {
-			return below, nil
+		return below, nil
+	}
+	if rd, ok := r.reading[image]; ok {
+		r.mu.Unlock()
+		select {
+		case <-rd.done:
+			return rd.below, rd.err
+		case <-ctx.Done():
+			return "", ctx.Err()
 		}
 	}
-	below, err := r.read(ctx, image)
-	if err == nil && pinned {
-		r.mu.Lock()
+	rd := &imageRead{done: make(chan struct{})}
+	if r.reading == nil {
+		r.reading = map[string]*imageRead{}
+	}
+	r.reading[image] = rd
+	r.mu.Unlock()
+
+	rd.below, rd.err = r.read(ctx, image)
+	r.mu.Lock()
+	delete(r.reading, image)
+	if rd.err == nil {
 		if r.known == nil || len(r.known) >= maxKnown {
 			r.known = map[string]string{}
 		}
-		r.known[image] = below
-		r.mu.Unlock()
+		r.known[image] = rd.below
 	}
-	return below, err
+	r.mu.Unlock()
+	close(rd.done)
+	return rd.below, rd.err
 }
 
 // read reads image's manifest and config from its registry.

@@ -23,12 +23,22 @@ const AuthFile = "/run/ostree/auth.json"
 // while its timeout runs.
 const healthPoll = 5 * time.Second
 
+// authMaxAge is how long a pull secret read is used for a stage
+// (refresh): a rotated secret reaches the node's next stage at most this
+// long after it was read, or at once when a switch failed.
+const authMaxAge = time.Minute
+
 // ensureAuth writes the pull secret the node names to AuthFile, or
-// removes the file when it names none. Unless refresh is set, a secret
-// already written is not read again.
+// removes the file when it names none. A secret already written is not
+// read again, unless refresh is set and it was read more than authMaxAge
+// ago or a switch failed since: the stage of an update reads it again
+// (it may have been rotated), but not one read a moment before by the
+// update's first sync (under a rollout's load the read took 0.1-0.3 s,
+// on the path of every node's update).
 func (d *Daemon) ensureAuth(ctx context.Context, s *scope, refresh bool) error {
 	name := s.annotation(v1alpha1.ImagePullSecretAnnotation)
-	if !refresh && d.authSecret != nil && *d.authSecret == name {
+	if d.authSecret != nil && *d.authSecret == name &&
+		(!refresh || (!d.authSuspect && d.now().Sub(d.authReadAt) < authMaxAge)) {
 		return nil
 	}
 	if name == "" {
@@ -39,6 +49,7 @@ func (d *Daemon) ensureAuth(ctx context.Context, s *scope, refresh bool) error {
 		return nil
 	}
 	var secret corev1.Secret
+	readAt := d.now()
 	if err := d.reader().Get(ctx, types.NamespacedName{Namespace: d.Namespace, Name: name}, &secret); err != nil {
 		return fmt.Errorf("get pull secret %s/%s: %w", d.Namespace, name, err)
 	}
@@ -52,7 +63,7 @@ func (d *Daemon) ensureAuth(ctx context.Context, s *scope, refresh bool) error {
 		}
 		s.log.Info("Wrote the pull secret for bootc", "secret", name, "path", AuthFile)
 	}
-	d.authSecret = &name
+	d.authSecret, d.authReadAt, d.authSuspect = &name, readAt, false
 	return nil
 }
 

@@ -307,8 +307,10 @@ func mcnObject(v *nodeView) (v1alpha1.MachineConfigNodeSpec, v1alpha1.MachineCon
 // the step for it), so the MachineConfigNode goes through every step as
 // before, while the update itself waits for none of its API writes
 // (under a rollout's load a step waited 0.6 s for the step before's).
-// Sync waits for the last one before it returns, and before a reboot.
+// A reboot waits for the last one; the end of a sync does not (the next
+// sync's writes queue behind), so they outlive the sync's context.
 func (d *Daemon) mirror(ctx context.Context, s *scope) {
+	ctx = context.WithoutCancel(ctx)
 	if d.rebootRequested || d.crashed || s.host == nil || s.rec == nil || s.node.UID == "" {
 		return
 	}

@@ -26,6 +26,9 @@ const maxRenderedConfigs = 4
 type renderedConfigs struct {
 	mu    sync.Mutex
 	specs map[string]*v1alpha1.MachineConfigSpec
+	// order is the names in specs, oldest first: the oldest goes to make
+	// room (the current and desired configs are the newest).
+	order []string
 }
 
 // renderedConfig reads the rendered config name, or returns it as read
@@ -44,8 +47,15 @@ func (d *Daemon) renderedConfig(ctx context.Context, name string) (*v1alpha1.Mac
 	}
 	if hash, err := machineconfig.Hash(mc.Spec); err == nil && strings.HasSuffix(name, "-"+hash) {
 		c.mu.Lock()
-		if c.specs == nil || len(c.specs) >= maxRenderedConfigs {
+		if c.specs == nil {
 			c.specs = map[string]*v1alpha1.MachineConfigSpec{}
+		}
+		if _, ok := c.specs[name]; !ok {
+			if len(c.order) >= maxRenderedConfigs {
+				delete(c.specs, c.order[0])
+				c.order = c.order[1:]
+			}
+			c.order = append(c.order, name)
 		}
 		c.specs[name] = &mc.Spec
 		c.mu.Unlock()
