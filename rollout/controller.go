@@ -95,6 +95,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
+// SyncAtStart runs the daemon's first sync before the manager starts,
+// with direct, a client that reads the Node from the API server: after
+// a reboot the update's verification and its report need not wait for
+// the node cache, which controller-runtime polls for its sync (0.2 s of
+// every start, measured under a rollout's load, on the path of every
+// node's update). The Reconciler's syncs follow with the cached client;
+// a reboot this sync asked for is waited for by the first of them. It
+// returns once the sync's MachineConfigNode writes are done.
+func (d *Daemon) SyncAtStart(ctx context.Context, direct client.Client) (Result, error) {
+	cached := d.Client
+	d.Client = direct
+	defer func() {
+		d.mirrored()
+		d.Client = cached
+	}()
+	return d.Sync(ctx)
+}
+
 // Reconcile syncs the node. After the reboot command it blocks until the
 // reboot kills the daemon, or until RebootWait passes.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.Result, error) {

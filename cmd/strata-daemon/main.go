@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -168,7 +169,16 @@ func run(o options) error {
 		return fmt.Errorf("set up the daemon: %w", err)
 	}
 	log.Info("Starting", "node", o.nodeName, "hostRoot", o.hostRoot, "stateDir", o.stateDir, "version", version.Version)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	ctx := ctrl.SetupSignalHandler()
+	direct, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return fmt.Errorf("create the API client: %w", err)
+	}
+	if _, err := d.SyncAtStart(ctx, direct); err != nil {
+		// The Reconciler syncs again once started, with its backoff.
+		log.Error(err, "The first sync failed")
+	}
+	return mgr.Start(ctx)
 }
 
 // restConfig loads a kubeconfig file, or the in-cluster config without
