@@ -52,7 +52,8 @@ func TestRegistryImagesReadsOnce(t *testing.T) {
 	}))
 	t.Cleanup(proxy.Close)
 	host := strings.TrimPrefix(proxy.URL, "http://")
-	image := host + pushed[strings.Index(pushed, "/"):]
+	_, repo, _ := strings.Cut(pushed, "/")
+	image := host + "/" + repo
 
 	r := &RegistryImages{Registry: registry.Client{Insecure: []string{host}}}
 	ctx := context.Background()

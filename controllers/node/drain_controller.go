@@ -136,7 +136,6 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		}
 		return ctrl.Result{}, r.forgetCordon(ctx, live)
 	}
-	want, _ := drainRequest(cached)
 	if !pending(cached) {
 		return ctrl.Result{}, nil
 	}
@@ -153,7 +152,7 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if !pending(node) {
 		return ctrl.Result{}, nil
 	}
-	want, _ = drainRequest(node)
+	want, _ := drainRequest(node)
 	helper := r.helper(ctx)
 	logger := log.FromContext(ctx).WithValues("request", want)
 	switch {
