@@ -17,6 +17,7 @@ import (
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/rollout/hostfs"
 	"github.com/strata-dev/strata/test/bootcsim"
+	"github.com/strata-dev/strata/test/bootcsim/sigverify"
 	"github.com/strata-dev/strata/test/testregistry"
 )
 
@@ -272,6 +273,7 @@ func (r *rig) bootSimulator(image string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sim.VerifySignatures = sigverify.Verify
 	if err := sim.Init(r.ctx, image); err != nil {
 		t.Fatal(err)
 	}

@@ -260,7 +260,7 @@ h=$( (echo "$src $base" && echo strata-daemon-sim-v1) | hash)
 if ! fresh strata-daemon-sim "$h"; then
 	log "building image strata/strata-daemon-sim ($version, on $base)"
 	d=$work/rootfs/strata-daemon-sim
-	gobuild "$d/usr/local/bin" ./cmd/strata-daemon ./test/bootcsim/bootc-sim
+	gobuild "$d/usr/local/bin" ./cmd/strata-daemon ./test/bootcsim/bootc-sim ./test/bootcsim/bootc-sim-sigpolicy
 	push_layer strata-daemon-sim "$base" "$d" --entrypoint /usr/local/bin/strata-daemon --cmd ''
 	stamp strata-daemon-sim "$h"
 fi

@@ -11,6 +11,7 @@ import (
 	"github.com/strata-dev/strata/signing"
 	"github.com/strata-dev/strata/sigpolicy"
 	"github.com/strata-dev/strata/test/bootcsim"
+	"github.com/strata-dev/strata/test/bootcsim/sigverify"
 	"github.com/strata-dev/strata/test/testregistry"
 )
 
@@ -60,6 +61,7 @@ func TestSwitchEnforcesTheNodesSignaturePolicy(t *testing.T) {
 	reg.TamperSignatures(t, tampered.Ref)
 
 	s, _ := newNode(t)
+	s.VerifySignatures = sigverify.Verify
 	mustWrite(t, filepath.Join(s.Root, "run", "ostree", "auth.json"), string(reg.DockerConfigJSON(reg.Password)))
 	if err := s.Init(ctx, base.Ref); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,9 @@ type Sim struct {
 	Out io.Writer
 	// Ostree is the ostree binary; "" finds ostree on PATH.
 	Ostree string
+	// VerifySignatures evaluates --enforce-container-sigpolicy's check
+	// (sigverify.Verify); nil refuses every such switch.
+	VerifySignatures SignatureVerifier
 }
 
 // New returns the simulator of the node directory root.

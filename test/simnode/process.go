@@ -15,7 +15,8 @@ import (
 )
 
 // Build compiles strata-daemon and bootc-sim from the Strata module at
-// moduleRoot into dir and returns their paths.
+// moduleRoot into dir and returns their paths. bootc-sim-sigpolicy, which
+// bootc-sim runs to verify signatures, goes beside bootc-sim.
 func Build(ctx context.Context, moduleRoot, dir string) (daemon, bootcSim string, err error) {
 	dir, err = filepath.Abs(dir)
 	if err != nil {
@@ -27,9 +28,10 @@ func Build(ctx context.Context, moduleRoot, dir string) (daemon, bootcSim string
 	for _, b := range []struct{ out, pkg string }{
 		{daemon, "./cmd/strata-daemon"},
 		{bootcSim, "./test/bootcsim/bootc-sim"},
+		{filepath.Join(dir, "bootc-sim-sigpolicy"), "./test/bootcsim/bootc-sim-sigpolicy"},
 	} {
-		// The module's build tags (hack/go-tags): bootc-sim verifies
-		// signatures with containers/image, which needs them.
+		// The module's build tags (hack/go-tags): bootc-sim-sigpolicy
+		// verifies signatures with containers/image, which needs them.
 		tags, err := os.ReadFile(filepath.Join(moduleRoot, "hack", "go-tags"))
 		if err != nil {
 			return "", "", err

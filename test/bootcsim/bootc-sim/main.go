@@ -8,13 +8,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -77,6 +80,7 @@ func newCommand(stdout io.Writer) *cobra.Command {
 			return nil, err
 		}
 		s.Out = stdout
+		s.VerifySignatures = helperVerifier(s.Root)
 		return s, nil
 	}
 
@@ -463,4 +467,36 @@ func printHuman(w io.Writer, h *bootc.Host) error {
 		fmt.Fprintln(w, "Rollback queued for the next boot.")
 	}
 	return nil
+}
+
+// sigPolicyHelper is the binary that verifies signatures for a switch
+// with --enforce-container-sigpolicy, installed beside bootc-sim.
+const sigPolicyHelper = "bootc-sim-sigpolicy"
+
+// helperVerifier verifies signatures by running sigPolicyHelper on the
+// node directory root: bootc-sim itself does not link containers/image
+// (package sigverify says why).
+func helperVerifier(root string) bootcsim.SignatureVerifier {
+	return func(ctx context.Context, c bootcsim.PolicyCheck) error {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		helper := filepath.Join(filepath.Dir(self), sigPolicyHelper)
+		if _, err := os.Stat(helper); err != nil {
+			if helper, err = exec.LookPath(sigPolicyHelper); err != nil {
+				return fmt.Errorf("%s is neither beside %s nor on PATH: %w", sigPolicyHelper, self, err)
+			}
+		}
+		var stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, helper, root, c.Image)
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			if msg := strings.TrimSpace(stderr.String()); msg != "" {
+				return errors.New(msg)
+			}
+			return fmt.Errorf("%s: %w", sigPolicyHelper, err)
+		}
+		return nil
+	}
 }
