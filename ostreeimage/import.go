@@ -89,9 +89,18 @@ func (r Repo) Import(ctx context.Context, img v1.Image) (*Image, error) {
 		for _, c := range im.Layers {
 			merge = append(merge, "--tree=ref="+c)
 		}
+		overlay := ""
+		if r.Overlay != nil {
+			if overlay, err = r.Overlay(ctx, layers); err != nil {
+				return nil, fmt.Errorf("image %s: overlay: %w", digest, err)
+			}
+			if overlay != "" {
+				merge = append(merge, "--tree=dir="+overlay)
+			}
+		}
 		out, err := r.ostree(ctx, append(merge, "--add-metadata="+MetaFlattened+"=false")...)
 		if err == nil {
-			im.Checksum = strings.TrimSpace(out)
+			im.Checksum, im.Overlaid = strings.TrimSpace(out), overlay != ""
 			r.keep(im.Checksum, MetaFlattened, "false")
 		} else {
 			// ostree merges trees but does not replace a directory by a

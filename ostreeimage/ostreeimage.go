@@ -1,8 +1,11 @@
 package ostreeimage
 
 import (
+	"context"
 	"errors"
 	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // Ref prefixes and commit metadata keys.
@@ -52,6 +55,12 @@ type Repo struct {
 	// (facts.go), so that it need not run ostree to learn it again; ""
 	// keeps nothing.
 	FactsDir string
+	// Overlay, when set, is asked by Import, before it merges a new
+	// image's layers, for a directory to merge over them in the image's
+	// commit: "" for none. A flattened image gets none. Image.Overlaid
+	// says whether the image's commit has it (the bootc simulator adds
+	// what its nodes need to deploy an image in the same ostree run).
+	Overlay func(ctx context.Context, layers []v1.Layer) (string, error)
 }
 
 // Image is an image imported into a Repo.
@@ -77,6 +86,9 @@ type Image struct {
 	// Flattened is true when the image commit is one flattened tree (its
 	// upper layers delete files), not a merge of the layer commits.
 	Flattened bool
+	// Overlaid is true when Import merged the Repo's Overlay into the
+	// image commit; an image Lookup found says false.
+	Overlaid bool
 }
 
 // ErrNotImported is wrapped by errors about an image that is not in the

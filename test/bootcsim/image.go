@@ -1,9 +1,12 @@
 package bootcsim
 
 import (
+	"archive/tar"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -24,6 +27,9 @@ import (
 // simKernelVersion names the dummy kernel added to images without one:
 // ostree deploys nothing without a kernel and an initramfs.
 const simKernelVersion = "6.0.0-bootcsim"
+
+// defaultOSRelease is the os-release added to images without one.
+const defaultOSRelease = "NAME=\"Strata simulated OS\"\nID=strata\nPRETTY_NAME=\"Strata simulated OS\"\n"
 
 // pulledImage is an image committed into the node's ostree repository.
 type pulledImage struct {
@@ -100,6 +106,7 @@ func (s *Sim) pull(ctx context.Context, st *state, image string) (*pulledImage, 
 	if err := os.RemoveAll(s.importDir()); err != nil {
 		return nil, err
 	}
+	defer func() { _ = os.RemoveAll(s.overlayDir()) }()
 	im, err := s.images().Import(ctx, img)
 	if err != nil {
 		return nil, pullError(image, kc, err)
@@ -114,11 +121,19 @@ func (s *Sim) pull(ctx context.Context, st *state, image string) (*pulledImage, 
 	return &pulledImage{Checksum: csum, Info: info}, nil
 }
 
-// images is the node's repository, as bootc imports images into it.
+// images is the node's repository, as bootc imports images into it,
+// with the simulator's additions merged into the image commit where they
+// are known from the layers alone (bootOverlay).
 func (s *Sim) images() ostreeimage.Repo {
-	return ostreeimage.Repo{Path: s.repo(), Ostree: []string{s.ostreeBinary()}, TempDir: s.importDir(),
-		FactsDir: filepath.Join(s.simDir(), "facts")}
+	r := ostreeimage.Repo{Path: s.repo(), Ostree: []string{s.ostreeBinary()}, TempDir: s.importDir(), FactsDir: s.factsDir()}
+	if !s.noOverlay {
+		r.Overlay = s.bootOverlay
+	}
+	return r
 }
+
+func (s *Sim) factsDir() string   { return filepath.Join(s.simDir(), "facts") }
+func (s *Sim) overlayDir() string { return filepath.Join(s.simDir(), "overlay") }
 
 func (s *Sim) importDir() string { return filepath.Join(s.simDir(), "import") }
 
@@ -170,13 +185,16 @@ func (s *Sim) bootable(ctx context.Context, im *ostreeimage.Image, image string)
 		return "", err
 	}
 	defer func() { _ = root.Close() }()
+	if im.Overlaid {
+		// The image commit has the additions already.
+		return im.Checksum, s.setRef(ref, im.Checksum)
+	}
 	added, err := s.bootableAdditions(ctx, im.Checksum, root)
 	if err != nil {
 		return "", err
 	}
 	if !added {
-		_, err := s.ostree(ctx, "--repo="+s.repo(), "refs", "--force", "--create="+ref, im.Checksum)
-		return im.Checksum, err
+		return im.Checksum, s.setRef(ref, im.Checksum)
 	}
 	if err := os.Chmod(add, 0o755); err != nil {
 		return "", err
@@ -214,7 +232,7 @@ func (s *Sim) bootableAdditions(ctx context.Context, csum string, root *os.Root)
 		}
 	}
 	if _, ok := lib["os-release"]; !ok {
-		data := "NAME=\"Strata simulated OS\"\nID=strata\nPRETTY_NAME=\"Strata simulated OS\"\n"
+		data := defaultOSRelease
 		if etc["os-release"] == '-' {
 			if data, err = s.ostree(ctx, "--repo="+s.repo(), "cat", csum, "/usr/etc/os-release"); err != nil {
 				return false, err
@@ -304,4 +322,124 @@ func (s *Sim) lsCommit(ctx context.Context, csum string, dirs ...string) (map[st
 		}
 	}
 	return entries, nil
+}
+
+// setRef points the local ref at csum: a ref is a file of its own under
+// refs/heads, which is all `ostree refs --create` writes.
+func (s *Sim) setRef(ref, csum string) error {
+	path := filepath.Join(s.repo(), "refs", "heads", filepath.FromSlash(ref))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return writeFileAtomic(path, []byte(csum+"\n"), 0o644)
+}
+
+// layerBootFacts is what a layer holds of what bootableAdditions looks
+// at, read from its tar headers.
+type layerBootFacts struct {
+	// Kernel: entries under usr/lib/modules; OSRelease: an os-release
+	// file; Etc: entries under etc or usr/etc; Whiteouts: deletions.
+	Kernel, OSRelease, Etc, Whiteouts bool
+}
+
+// bootOverlay is the Repo's Overlay: when no layer of the image has a
+// kernel, an os-release or a deletion, what bootableAdditions would add
+// to the merged image is known from the layers' headers alone (a dummy
+// kernel and initramfs, the default os-release, an empty /usr/etc if no
+// layer has /etc), and goes into the image commit itself: no ostree run
+// lists the image and none commits the additions (two of the five ostree
+// runs of a stage). Otherwise it returns "" and bootable does as before.
+func (s *Sim) bootOverlay(ctx context.Context, layers []v1.Layer) (string, error) {
+	etc := false
+	for _, l := range layers {
+		f, err := s.layerBootFacts(ctx, l)
+		if err != nil {
+			return "", err
+		}
+		if f.Kernel || f.OSRelease || f.Whiteouts {
+			return "", nil
+		}
+		etc = etc || f.Etc
+	}
+	dir := s.overlayDir()
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	kernel := filepath.Join(dir, "usr", "lib", "modules", simKernelVersion)
+	if err := os.MkdirAll(kernel, 0o755); err != nil {
+		return "", err
+	}
+	for _, f := range []struct{ path, data string }{
+		{filepath.Join(kernel, "vmlinuz"), "bootc-sim kernel\n"},
+		{filepath.Join(kernel, "initramfs.img"), "bootc-sim initramfs\n"},
+		{filepath.Join(dir, "usr", "lib", "os-release"), defaultOSRelease},
+	} {
+		if err := os.WriteFile(f.path, []byte(f.data), 0o644); err != nil {
+			return "", err
+		}
+	}
+	if !etc {
+		if err := os.Mkdir(filepath.Join(dir, "usr", "etc"), 0o755); err != nil {
+			return "", err
+		}
+	}
+	// MkdirAll's modes are masked by the umask; the additions' are not.
+	for _, d := range []string{dir, filepath.Join(dir, "usr"), filepath.Join(dir, "usr", "lib"), filepath.Join(dir, "usr", "lib", "modules"), kernel} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// layerBootFacts reads a layer's headers once; the facts are kept by
+// diffid (a layer never changes), so the base's layers are not fetched
+// again at every stage.
+func (s *Sim) layerBootFacts(ctx context.Context, l v1.Layer) (layerBootFacts, error) {
+	var f layerBootFacts
+	diffID, err := l.DiffID()
+	if err != nil {
+		return f, err
+	}
+	file := filepath.Join(s.factsDir(), "boot-"+diffID.Hex)
+	if data, err := os.ReadFile(file); err == nil {
+		return f, json.Unmarshal(data, &f)
+	}
+	rc, err := l.Uncompressed()
+	if err != nil {
+		return f, err
+	}
+	defer func() { _ = rc.Close() }()
+	tr := tar.NewReader(rc)
+	for {
+		if err := ctx.Err(); err != nil {
+			return f, err
+		}
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return f, fmt.Errorf("layer %s: %w", diffID, err)
+		}
+		name := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
+		switch {
+		case strings.HasPrefix(path.Base(name), ".wh."):
+			f.Whiteouts = true
+		case name == "usr/lib/modules" || strings.HasPrefix(name, "usr/lib/modules/"):
+			f.Kernel = true
+		case name == "usr/lib/os-release" || name == "etc/os-release" || name == "usr/etc/os-release":
+			f.OSRelease, f.Etc = true, true
+		case name == "etc" || strings.HasPrefix(name, "etc/") || name == "usr/etc" || strings.HasPrefix(name, "usr/etc/"):
+			f.Etc = true
+		}
+	}
+	data, err := json.Marshal(f)
+	if err != nil {
+		return f, err
+	}
+	if err := os.MkdirAll(s.factsDir(), 0o755); err != nil {
+		return f, err
+	}
+	return f, writeFileAtomic(file, data, 0o644)
 }

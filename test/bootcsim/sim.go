@@ -29,6 +29,10 @@ type Sim struct {
 	// VerifySignatures evaluates --enforce-container-sigpolicy's check
 	// (sigverify.Verify); nil refuses every such switch.
 	VerifySignatures SignatureVerifier
+
+	// noOverlay makes images add what nodes need in a commit of its own
+	// (bootable), never in the image commit (bootOverlay): tests compare.
+	noOverlay bool
 }
 
 // New returns the simulator of the node directory root.
