@@ -337,7 +337,7 @@ func (r Repo) deleteRefs(refs []string) error {
 		if !ok {
 			continue
 		}
-		if err := os.Remove(filepath.Join(r.Path, "refs", "heads", filepath.FromSlash(ref))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(r.refFile(ref)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("delete ref %s: %w", ref, err)
 		}
 		gone = append(gone, csum)
@@ -348,7 +348,7 @@ func (r Repo) deleteRefs(refs []string) error {
 
 // refs lists the refs under prefix (one level).
 func (r Repo) refs(prefix string) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(r.Path, "refs", "heads", filepath.FromSlash(prefix)))
+	entries, err := os.ReadDir(r.refFile(prefix))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -402,10 +402,16 @@ func (r Repo) ostree(ctx context.Context, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
+// refFile is the file of a local ref (or the directory of a ref
+// prefix): ostree keeps each ref in a file of its own under refs/heads.
+func (r Repo) refFile(ref string) string {
+	return filepath.Join(r.Path, "refs", "heads", filepath.FromSlash(ref))
+}
+
 // revParse resolves a ref of the repository (ostree keeps each in a file
 // of its own); ok is false when there is no such ref.
 func (r Repo) revParse(ref string) (csum string, ok bool, err error) {
-	data, err := os.ReadFile(filepath.Join(r.Path, "refs", "heads", filepath.FromSlash(ref)))
+	data, err := os.ReadFile(r.refFile(ref))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
 	}

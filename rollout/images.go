@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/registry"
@@ -41,17 +42,10 @@ type RegistryImages struct {
 	// image's again when its update decided ahead is decided once more.
 	mu    sync.Mutex
 	known map[string]string
-	// reading are the reads of pinned images in flight: a read the
+	// reads joins the reads of one pinned image in flight: a read the
 	// daemon starts beside a stage is joined, not repeated, by the
 	// decision that follows the stage.
-	reading map[string]*imageRead
-}
-
-// imageRead is one read in flight; done closes once below and err are set.
-type imageRead struct {
-	done  chan struct{}
-	below string
-	err   error
+	reads singleflight.Group
 }
 
 // maxKnown bounds the answers remembered; a daemon sees a few images.
@@ -70,38 +64,30 @@ func (r *RegistryImages) BelowConfigLayer(ctx context.Context, image string) (st
 		return r.read(ctx, image)
 	}
 	r.mu.Lock()
-	if below, ok := r.known[image]; ok {
-		r.mu.Unlock()
+	below, ok := r.known[image]
+	r.mu.Unlock()
+	if ok {
 		return below, nil
 	}
-	if rd, ok := r.reading[image]; ok {
-		r.mu.Unlock()
-		select {
-		case <-rd.done:
-			return rd.below, rd.err
-		case <-ctx.Done():
-			return "", ctx.Err()
+	reading := r.reads.DoChan(image, func() (any, error) {
+		below, err := r.read(ctx, image)
+		if err == nil {
+			r.mu.Lock()
+			if r.known == nil || len(r.known) >= maxKnown {
+				r.known = map[string]string{}
+			}
+			r.known[image] = below
+			r.mu.Unlock()
 		}
+		return below, err
+	})
+	select {
+	case res := <-reading:
+		below, _ := res.Val.(string)
+		return below, res.Err
+	case <-ctx.Done():
+		return "", ctx.Err()
 	}
-	rd := &imageRead{done: make(chan struct{})}
-	if r.reading == nil {
-		r.reading = map[string]*imageRead{}
-	}
-	r.reading[image] = rd
-	r.mu.Unlock()
-
-	rd.below, rd.err = r.read(ctx, image)
-	r.mu.Lock()
-	delete(r.reading, image)
-	if rd.err == nil {
-		if r.known == nil || len(r.known) >= maxKnown {
-			r.known = map[string]string{}
-		}
-		r.known[image] = rd.below
-	}
-	r.mu.Unlock()
-	close(rd.done)
-	return rd.below, rd.err
 }
 
 // read reads image's manifest and config from its registry.

@@ -175,28 +175,23 @@ func pullError(image string, kc *authKeychain, err error) error {
 // /usr/etc. bootc needs none of this for a real bootc image.
 func (s *Sim) bootable(ctx context.Context, im *ostreeimage.Image, image string) (string, error) {
 	ref := refPrefix + strings.TrimPrefix(im.Digest, "sha256:")
+	if im.Overlaid {
+		// The image commit has the additions already (bootOverlay).
+		return im.Checksum, s.setRef(ref, im.Checksum)
+	}
+	adds, err := s.bootableAdditions(ctx, im.Checksum)
+	if err != nil {
+		return "", err
+	}
+	if adds.none() {
+		return im.Checksum, s.setRef(ref, im.Checksum)
+	}
 	add, err := os.MkdirTemp(s.simDir(), "bootable-")
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = os.RemoveAll(add) }()
-	root, err := os.OpenRoot(add)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = root.Close() }()
-	if im.Overlaid {
-		// The image commit has the additions already.
-		return im.Checksum, s.setRef(ref, im.Checksum)
-	}
-	added, err := s.bootableAdditions(ctx, im.Checksum, root)
-	if err != nil {
-		return "", err
-	}
-	if !added {
-		return im.Checksum, s.setRef(ref, im.Checksum)
-	}
-	if err := os.Chmod(add, 0o755); err != nil {
+	if err := adds.write(add); err != nil {
 		return "", err
 	}
 	out, err := s.ostree(ctx, "--repo="+s.repo(), "commit", "--branch="+ref, "--parent=none",
@@ -208,45 +203,90 @@ func (s *Sim) bootable(ctx context.Context, im *ostreeimage.Image, image string)
 	return strings.TrimSpace(out), nil
 }
 
-// bootableAdditions writes into root what the commit csum lacks for the
-// simulator, and reports whether it wrote anything.
-func (s *Sim) bootableAdditions(ctx context.Context, csum string, root *os.Root) (bool, error) {
-	// Most images have all three: one ostree run.
-	dirs, err := s.lsCommit(ctx, csum, "/usr", "/usr/lib", "/usr/etc")
-	if err != nil {
-		return false, err
+// additions is what the simulator adds to an image for its nodes.
+type additions struct {
+	// usrEtc: an empty /usr/etc.
+	usrEtc bool
+	// osRelease is /usr/lib/os-release's content; "" adds none.
+	osRelease string
+	// initramfs are the kernel versions given a dummy initramfs.
+	initramfs []string
+	// kernel: a dummy kernel and initramfs (simKernelVersion).
+	kernel bool
+}
+
+func (a additions) none() bool {
+	return !a.usrEtc && a.osRelease == "" && len(a.initramfs) == 0 && !a.kernel
+}
+
+// write writes the additions into the directory dir, as a tree to
+// commit over the image's.
+func (a additions) write(dir string) error {
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
 	}
-	usr, lib, etc := dirs["/usr"], dirs["/usr/lib"], dirs["/usr/etc"]
-	added := false
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = root.Close() }()
 	write := func(name, data string) error {
-		added = true
 		if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
 			return err
 		}
 		return root.WriteFile(name, []byte(data), 0o644)
 	}
-	if _, ok := usr["etc"]; !ok {
-		added = true
+	if a.usrEtc {
 		if err := root.MkdirAll("usr/etc", 0o755); err != nil {
-			return false, err
+			return err
 		}
 	}
-	if _, ok := lib["os-release"]; !ok {
-		data := defaultOSRelease
-		if etc["os-release"] == '-' {
-			if data, err = s.ostree(ctx, "--repo="+s.repo(), "cat", csum, "/usr/etc/os-release"); err != nil {
-				return false, err
-			}
+	if a.osRelease != "" {
+		if err := write("usr/lib/os-release", a.osRelease); err != nil {
+			return err
 		}
-		if err := write("usr/lib/os-release", data); err != nil {
-			return false, err
+	}
+	for _, v := range a.initramfs {
+		if err := write(path.Join("usr/lib/modules", v, "initramfs.img"), "bootc-sim initramfs\n"); err != nil {
+			return err
+		}
+	}
+	if a.kernel {
+		base := path.Join("usr/lib/modules", simKernelVersion)
+		if err := write(path.Join(base, "vmlinuz"), "bootc-sim kernel\n"); err != nil {
+			return err
+		}
+		if err := write(path.Join(base, "initramfs.img"), "bootc-sim initramfs\n"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bootableAdditions lists what the commit csum lacks for the simulator.
+func (s *Sim) bootableAdditions(ctx context.Context, csum string) (additions, error) {
+	var a additions
+	// Most images have all three: one ostree run.
+	dirs, err := s.lsCommit(ctx, csum, "/usr", "/usr/lib", "/usr/etc")
+	if err != nil {
+		return a, err
+	}
+	usr, lib, etc := dirs["/usr"], dirs["/usr/lib"], dirs["/usr/etc"]
+	_, hasEtc := usr["etc"]
+	a.usrEtc = !hasEtc
+	if _, ok := lib["os-release"]; !ok {
+		a.osRelease = defaultOSRelease
+		if etc["os-release"] == '-' {
+			if a.osRelease, err = s.ostree(ctx, "--repo="+s.repo(), "cat", csum, "/usr/etc/os-release"); err != nil {
+				return a, err
+			}
 		}
 	}
 	kernel := false
 	if lib["modules"] == 'd' {
 		modules, err := s.lsCommit(ctx, csum, "/usr/lib/modules")
 		if err != nil {
-			return false, err
+			return a, err
 		}
 		for v, typ := range modules["/usr/lib/modules"] {
 			if typ != 'd' {
@@ -255,7 +295,7 @@ func (s *Sim) bootableAdditions(ctx context.Context, csum string, root *os.Root)
 			dir := "/usr/lib/modules/" + v
 			ls, err := s.lsCommit(ctx, csum, dir)
 			if err != nil {
-				return false, err
+				return a, err
 			}
 			files := ls[dir]
 			if _, ok := files["vmlinuz"]; !ok {
@@ -263,22 +303,12 @@ func (s *Sim) bootableAdditions(ctx context.Context, csum string, root *os.Root)
 			}
 			kernel = true
 			if _, ok := files["initramfs.img"]; !ok {
-				if err := write(path.Join("usr/lib/modules", v, "initramfs.img"), "bootc-sim initramfs\n"); err != nil {
-					return false, err
-				}
+				a.initramfs = append(a.initramfs, v)
 			}
 		}
 	}
-	if !kernel {
-		base := path.Join("usr/lib/modules", simKernelVersion)
-		if err := write(path.Join(base, "vmlinuz"), "bootc-sim kernel\n"); err != nil {
-			return false, err
-		}
-		if err := write(path.Join(base, "initramfs.img"), "bootc-sim initramfs\n"); err != nil {
-			return false, err
-		}
-	}
-	return added, nil
+	a.kernel = !kernel
+	return a, nil
 }
 
 // lsCommit lists directories of a commit: dir -> name -> type ('d', '-',
@@ -327,11 +357,11 @@ func (s *Sim) lsCommit(ctx context.Context, csum string, dirs ...string) (map[st
 // setRef points the local ref at csum: a ref is a file of its own under
 // refs/heads, which is all `ostree refs --create` writes.
 func (s *Sim) setRef(ref, csum string) error {
-	path := filepath.Join(s.repo(), "refs", "heads", filepath.FromSlash(ref))
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	file := s.refFile(ref)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, []byte(csum+"\n"), 0o644)
+	return writeFileAtomic(file, []byte(csum+"\n"), 0o644)
 }
 
 // layerBootFacts is what a layer holds of what bootableAdditions looks
@@ -343,12 +373,12 @@ type layerBootFacts struct {
 }
 
 // bootOverlay is the Repo's Overlay: when no layer of the image has a
-// kernel, an os-release or a deletion, what bootableAdditions would add
-// to the merged image is known from the layers' headers alone (a dummy
-// kernel and initramfs, the default os-release, an empty /usr/etc if no
-// layer has /etc), and goes into the image commit itself: no ostree run
-// lists the image and none commits the additions (two of the five ostree
-// runs of a stage). Otherwise it returns "" and bootable does as before.
+// kernel, an os-release or a deletion, what bootableAdditions would list
+// is known from the layers' headers alone (a dummy kernel and initramfs,
+// the default os-release, an empty /usr/etc if no layer has /etc), and
+// goes into the image commit itself: no ostree run lists the image and
+// none commits the additions (two of the five ostree runs of a stage).
+// Otherwise it returns "" and bootable does as before.
 func (s *Sim) bootOverlay(ctx context.Context, layers []v1.Layer) (string, error) {
 	etc := false
 	for _, l := range layers {
@@ -365,31 +395,10 @@ func (s *Sim) bootOverlay(ctx context.Context, layers []v1.Layer) (string, error
 	if err := os.RemoveAll(dir); err != nil {
 		return "", err
 	}
-	kernel := filepath.Join(dir, "usr", "lib", "modules", simKernelVersion)
-	if err := os.MkdirAll(kernel, 0o755); err != nil {
+	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", err
 	}
-	for _, f := range []struct{ path, data string }{
-		{filepath.Join(kernel, "vmlinuz"), "bootc-sim kernel\n"},
-		{filepath.Join(kernel, "initramfs.img"), "bootc-sim initramfs\n"},
-		{filepath.Join(dir, "usr", "lib", "os-release"), defaultOSRelease},
-	} {
-		if err := os.WriteFile(f.path, []byte(f.data), 0o644); err != nil {
-			return "", err
-		}
-	}
-	if !etc {
-		if err := os.Mkdir(filepath.Join(dir, "usr", "etc"), 0o755); err != nil {
-			return "", err
-		}
-	}
-	// MkdirAll's modes are masked by the umask; the additions' are not.
-	for _, d := range []string{dir, filepath.Join(dir, "usr"), filepath.Join(dir, "usr", "lib"), filepath.Join(dir, "usr", "lib", "modules"), kernel} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			return "", err
-		}
-	}
-	return dir, nil
+	return dir, additions{usrEtc: !etc, osRelease: defaultOSRelease, kernel: true}.write(dir)
 }
 
 // layerBootFacts reads a layer's headers once; the facts are kept by

@@ -249,10 +249,16 @@ func (s *Sim) deploy(ctx context.Context, rev string, kargs []string, origin str
 	return deps[0], nil
 }
 
+// refFile is the file of a local ref of the repository (or the
+// directory of a ref prefix): ostree keeps each ref in a file of its own.
+func (s *Sim) refFile(ref string) string {
+	return filepath.Join(s.repo(), "refs", "heads", filepath.FromSlash(ref))
+}
+
 // revParse resolves an ostree ref of the repository; ok is false when the
 // ref does not exist.
 func (s *Sim) revParse(ref string) (csum string, ok bool, err error) {
-	data, err := os.ReadFile(filepath.Join(s.repo(), "refs", "heads", filepath.FromSlash(ref)))
+	data, err := os.ReadFile(s.refFile(ref))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
 	}
@@ -275,7 +281,7 @@ func (s *Sim) gcRefs(ctx context.Context, st *state) error {
 	for _, d := range deps {
 		used[d.Checksum] = true
 	}
-	dir := filepath.Join(s.repo(), "refs", "heads", stateroot)
+	dir := s.refFile(stateroot)
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
