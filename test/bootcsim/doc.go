@@ -2,13 +2,17 @@
 // that the Strata daemon and the end-to-end suite can update "nodes" that
 // are plain directories on one machine. The bootc-sim command in the
 // bootc-sim subdirectory is its command line: the daemon runs it in place
-// of bootc.
+// of bootc. A switch with --enforce-container-sigpolicy has its image's
+// signatures evaluated by containers/image in bootc-sim-sigpolicy, a
+// helper installed beside bootc-sim (package sigverify in process), so
+// that bootc-sim, run at every step of an update, does not link it.
 //
 // Only the boot is simulated. Images are really pulled from a registry
 // (go-containerregistry, with the node's ostree auth file), imported into
 // the node's ostree repository layer by layer as bootc imports them
 // (package ostreeimage; a dummy kernel, initramfs and os-release are
-// merged onto an image that has none), and every node has a real ostree
+// merged onto an image that has none, in the image's own commit when its
+// layers show it has none), and every node has a real ostree
 // sysroot (the ostree command line tool), so the /etc three-way merge, the
 // shared /var and the immutable deployment directories are ostree's own. A node directory looks like this:
 //
