@@ -27,6 +27,11 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateDone)
 		s.report(v1alpha1.ReasonAnnotation, "")
 	case actReadConfig:
+		if dr := s.rec.Disruption; dr != nil && dr.Ahead && dr.Key == key && s.policy == nil {
+			// Its turn: readPolicy will ask whether the policy changed
+			// since; read beside the config and the Working report.
+			d.readPolicyBeside(ctx, s)
+		}
 		err = d.readConfig(ctx, s, config)
 	case actReject:
 		err = d.reject(s, image, config, key)
@@ -67,6 +72,8 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 	case actDecideAhead:
 		stageImage, stageConfig := o.StageImage, o.StageConfig
 		err = d.decideDisruption(ctx, s, stageImage, stageConfig, UpdateKey(stageImage, stageConfig), true)
+	case actReadPolicy:
+		err = d.readPolicy(ctx, s)
 	case actApplyLive:
 		err = d.applyLive(ctx, s, image, config)
 	case actRequestDrain:

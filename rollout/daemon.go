@@ -196,6 +196,8 @@ type scope struct {
 	// policy is the cluster's disruption policy, read beside the stage
 	// that precedes the decision (nil: not read this sync).
 	policy *policyRead
+	// policyID fingerprints the policy readPolicy read ("" before).
+	policyID string
 }
 
 func (s *scope) annotation(key string) string {
@@ -373,6 +375,7 @@ func (d *Daemon) observe(s *scope) *observed {
 		ConfigCheck:        s.config,
 		Health:             s.health,
 		ItemsWritten:       s.itemsDone,
+		Policy:             s.policyID,
 	}
 }
 

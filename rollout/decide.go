@@ -60,6 +60,11 @@ const (
 	// reported (stagedLive) so that the controller can take the node
 	// without counting it against maxUnavailable.
 	actDecideAhead action = "decideAhead"
+	// actReadPolicy reads the cluster's disruption policy at the turn of
+	// an update decided ahead: a policy changed since takes the decision
+	// again (actDecide), as the admin's latest word is the one a node
+	// follows.
+	actReadPolicy action = "readPolicy"
 	// actApplyLive applies a Live decision: the node items and the
 	// changed /etc paths written live as the staged deployment has them,
 	// then the actions; the image stays staged. A failure falls back to
@@ -128,7 +133,7 @@ func (a action) ends() bool {
 func (a action) runsNoBootc() bool {
 	switch a {
 	case actIdle, actReadConfig, actReject, actInSync, actDrainFailed, actReportWorking,
-		actDecide, actDecideAhead, actRequestDrain, actWaitForDrain, actWriteItems,
+		actDecide, actDecideAhead, actReadPolicy, actRequestDrain, actWaitForDrain, actWriteItems,
 		actRecordReboot, actReportRebooting, actStartVerify, actCheckHealth, actWaitForHealth,
 		actComplete, actFailDidNotBoot, actRecordRollback, actFailRolledBack, actReportFailed:
 		return true
@@ -199,6 +204,9 @@ type observed struct {
 	Health *string
 	// ItemsWritten is set once this sync wrote the node items.
 	ItemsWritten bool
+	// Policy fingerprints the cluster's disruption policy once this sync
+	// read it (actReadPolicy; "" before).
+	Policy string
 }
 
 // decide is the daemon's state machine: from what the daemon observes and
@@ -296,6 +304,11 @@ func decide(o *observed, rec *Record) action {
 	case o.Staged != want:
 		return actStage
 	case !rec.decided(key):
+		return actDecide
+	case rec.Disruption.Ahead && o.Policy == "":
+		return actReadPolicy
+	case rec.Disruption.Ahead && o.Policy != rec.Disruption.Policy:
+		// Decided ahead under a policy that has changed since.
 		return actDecide
 	case live && !rec.Disruption.Drain:
 		return actApplyLive

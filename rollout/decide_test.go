@@ -48,7 +48,7 @@ func TestDecide(t *testing.T) {
 		appliedLive      = &Record{CurrentImage: A, CurrentConfig: cfg, Disruption: &DisruptionRecord{Key: key, Kind: "Live"}}
 		// On O, the update (A, cfg) staged ahead and decided from O.
 		from            = UpdateKey(O, cfg)
-		decidedAhead    = &Record{CurrentImage: O, CurrentConfig: cfg, Disruption: &DisruptionRecord{Key: key, Kind: "Live", From: from, Ahead: true}}
+		decidedAhead    = &Record{CurrentImage: O, CurrentConfig: cfg, Disruption: &DisruptionRecord{Key: key, Kind: "Live", From: from, Ahead: true, Policy: "p1"}}
 		decidedAheadOff = &Record{CurrentImage: O, CurrentConfig: "rendered-0", Disruption: &DisruptionRecord{Key: key, Kind: "Live", From: from, Ahead: true}}
 	)
 	for _, tc := range []struct {
@@ -69,7 +69,9 @@ func TestDecide(t *testing.T) {
 		{"staged ahead with its config: decide ahead", observed{Image: O, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true, StageAhead: dA, StageImage: A, StageConfig: cfg, CanStageAhead: true}, onO, actDecideAhead},
 		{"staged ahead, decided ahead", observed{Image: O, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true, StageAhead: dA, StageImage: A, StageConfig: cfg, CanStageAhead: true}, decidedAhead, actInSync},
 		{"staged ahead, decided ahead for another stage config", observed{Image: O, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true, StageAhead: dA, StageImage: A, StageConfig: "rendered-2", CanStageAhead: true}, decidedAhead, actDecideAhead},
-		{"the turn of a node decided ahead: apply live at once", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true, State: working, ConfigCheck: valid}, decidedAhead, actApplyLive},
+		{"the turn of a node decided ahead: read the policy", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true, State: working, ConfigCheck: valid}, decidedAhead, actReadPolicy},
+		{"the turn of a node decided ahead, same policy: apply live at once", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true, State: working, ConfigCheck: valid, Policy: "p1"}, decidedAhead, actApplyLive},
+		{"the turn of a node decided ahead, the policy changed: decide again", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true, State: working, ConfigCheck: valid, Policy: "p2"}, decidedAhead, actDecide},
 		{"decided ahead from another current config: decide again", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true, State: working, ConfigCheck: valid}, decidedAheadOff, actDecide},
 		{"staged ahead, no longer asked", observed{Image: O, Config: cfg, Booted: dO, Staged: dA, StagedLocked: true}, onO, actUnstage},
 		{"staged ahead unlocked: unstage", observed{Image: O, Config: cfg, Booted: dO, Staged: dA, StageAhead: dA, CanStageAhead: true}, onO, actUnstage},

@@ -2,6 +2,9 @@ package rollout
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -48,6 +51,10 @@ type DisruptionRecord struct {
 	From string `json:"from,omitempty"`
 	// Ahead is set when it was decided for an update staged ahead.
 	Ahead bool `json:"ahead,omitempty"`
+	// Policy fingerprints the cluster's disruption policy it was decided
+	// under (policyID): a decision taken ahead is taken again at the
+	// node's turn when the policy changed since.
+	Policy string `json:"policy,omitempty"`
 }
 
 // live says whether the decision applies the update live without a
@@ -66,22 +73,39 @@ func (r *DisruptionRecord) summary() string {
 	return clip(string(r.Kind) + ": " + r.Reason)
 }
 
-// clusterPolicy is the disruption policy nodes follow: the `cluster`
-// MachineConfiguration's merged status when it describes the current
-// spec, else its spec merged over the defaults here (the same function
-// its controller runs), else the defaults.
-func (d *Daemon) clusterPolicy(ctx context.Context) (v1alpha1.NodeDisruptionPolicyClusterStatus, error) {
+// clusterPolicy is the disruption policy nodes follow, and its
+// fingerprint (policyID): the `cluster` MachineConfiguration's merged
+// status when it describes the current spec, else its spec merged over
+// the defaults here (the same function its controller runs), else the
+// defaults.
+func (d *Daemon) clusterPolicy(ctx context.Context) (v1alpha1.NodeDisruptionPolicyClusterStatus, string, error) {
 	var mc v1alpha1.MachineConfiguration
 	err := d.reader().Get(ctx, types.NamespacedName{Name: v1alpha1.MachineConfigurationName}, &mc)
+	var p v1alpha1.NodeDisruptionPolicyClusterStatus
 	switch {
 	case apierrors.IsNotFound(err):
-		return disruption.Defaults(), nil
+		p = disruption.Defaults()
 	case err != nil:
-		return v1alpha1.NodeDisruptionPolicyClusterStatus{}, fmt.Errorf("get MachineConfiguration %s: %w", v1alpha1.MachineConfigurationName, err)
+		return p, "", fmt.Errorf("get MachineConfiguration %s: %w", v1alpha1.MachineConfigurationName, err)
 	case mc.Status.ObservedGeneration == mc.Generation:
-		return mc.Status.NodeDisruptionPolicyStatus.ClusterPolicies, nil
+		p = mc.Status.NodeDisruptionPolicyStatus.ClusterPolicies
+	default:
+		p = disruption.Merge(disruption.Defaults(), mc.Spec.NodeDisruptionPolicy)
 	}
-	return disruption.Merge(disruption.Defaults(), mc.Spec.NodeDisruptionPolicy), nil
+	id, err := policyID(p)
+	return p, id, err
+}
+
+// policyID fingerprints a merged policy by its content, so that only a
+// change of what the policy says (not a status write, nor an edit that
+// merges to the same policy) counts as a change.
+func policyID(p v1alpha1.NodeDisruptionPolicyClusterStatus) (string, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "", fmt.Errorf("fingerprint the disruption policy: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8]), nil
 }
 
 // imageChanged says whether the desired image differs from the booted one
@@ -120,7 +144,19 @@ func (d *Daemon) imageChanged(ctx context.Context, s *scope, image string) (bool
 type policyRead struct {
 	done   chan struct{}
 	policy v1alpha1.NodeDisruptionPolicyClusterStatus
+	id     string
 	err    error
+}
+
+// readPolicyBeside starts reading the cluster's policy, for the decision
+// or readPolicy to join.
+func (d *Daemon) readPolicyBeside(ctx context.Context, s *scope) {
+	p := &policyRead{done: make(chan struct{})}
+	s.policy = p
+	go func() {
+		defer close(p.done)
+		p.policy, p.id, p.err = d.clusterPolicy(context.WithoutCancel(ctx))
+	}()
 }
 
 // readBeside starts reading what the decision after a stage of image
@@ -133,12 +169,7 @@ type policyRead struct {
 // under a rollout's load. A failed read is read again by the decision.
 func (d *Daemon) readBeside(ctx context.Context, s *scope, image, config string) {
 	ctx = context.WithoutCancel(ctx)
-	p := &policyRead{done: make(chan struct{})}
-	s.policy = p
-	go func() {
-		defer close(p.done)
-		p.policy, p.err = d.clusterPolicy(ctx)
-	}()
+	d.readPolicyBeside(ctx, s)
 	for _, name := range []string{s.rec.CurrentConfig, config} {
 		if name != "" {
 			go func() { _, _ = d.renderedConfig(ctx, name) }()
@@ -152,8 +183,9 @@ func (d *Daemon) readBeside(ctx context.Context, s *scope, image, config string)
 	}
 }
 
-// decisionPolicy is the policy read beside the stage, or one read now.
-func (d *Daemon) decisionPolicy(ctx context.Context, s *scope) (v1alpha1.NodeDisruptionPolicyClusterStatus, error) {
+// decisionPolicy is the policy read beside the stage, or one read now,
+// with its fingerprint.
+func (d *Daemon) decisionPolicy(ctx context.Context, s *scope) (v1alpha1.NodeDisruptionPolicyClusterStatus, string, error) {
 	p := s.policy
 	if p == nil {
 		return d.clusterPolicy(ctx)
@@ -162,12 +194,27 @@ func (d *Daemon) decisionPolicy(ctx context.Context, s *scope) (v1alpha1.NodeDis
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		return v1alpha1.NodeDisruptionPolicyClusterStatus{}, ctx.Err()
+		return v1alpha1.NodeDisruptionPolicyClusterStatus{}, "", ctx.Err()
 	}
 	if p.err != nil {
 		return d.clusterPolicy(ctx)
 	}
-	return p.policy, nil
+	return p.policy, p.id, nil
+}
+
+// readPolicy reads the cluster's policy at the turn of an update decided
+// ahead (joining the read readConfig started), so that decide sees
+// whether it changed since; a decision taken again uses the same read.
+func (d *Daemon) readPolicy(ctx context.Context, s *scope) error {
+	p, id, err := d.decisionPolicy(ctx, s)
+	if err != nil {
+		return err
+	}
+	s.policyID = id
+	done := make(chan struct{})
+	close(done)
+	s.policy = &policyRead{done: done, policy: p, id: id}
+	return nil
 }
 
 // decideDisruption decides what the update to (image, config) costs the
@@ -184,6 +231,7 @@ func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, 
 	var (
 		wg                sync.WaitGroup
 		policy            v1alpha1.NodeDisruptionPolicyClusterStatus
+		policyFP          string
 		host              *bootc.Host
 		policyErr, hstErr error
 		changed           bool
@@ -191,7 +239,7 @@ func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, 
 		changes           *disruption.Changes
 		unknown           = "the node's current config is not recorded"
 	)
-	wg.Go(func() { policy, policyErr = d.decisionPolicy(ctx, s) })
+	wg.Go(func() { policy, policyFP, policyErr = d.decisionPolicy(ctx, s) })
 	// Not s.host: the status this sync started from predates the stage.
 	wg.Go(func() { host, hstErr = d.status(ctx, s) })
 	if current := s.rec.CurrentConfig; current != "" {
@@ -216,8 +264,11 @@ func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, 
 	case why != "":
 		dec.Reason += " (" + why + ")"
 	}
+	if prev := s.rec.Disruption; !ahead && prev != nil && prev.Ahead && prev.Key == key && prev.Policy != policyFP {
+		dec.Reason += "; decided again at the node's turn: the disruption policy changed since it was decided ahead (" + string(prev.Kind) + ")"
+	}
 	rec := &DisruptionRecord{Key: key, Kind: dec.Kind, Drain: dec.Drain, Reason: dec.Reason,
-		From: UpdateKey(s.rec.CurrentImage, s.rec.CurrentConfig), Ahead: ahead}
+		From: UpdateKey(s.rec.CurrentImage, s.rec.CurrentConfig), Ahead: ahead, Policy: policyFP}
 	for _, a := range dec.Actions {
 		rec.Actions = append(rec.Actions, DisruptionAction{Type: a.Type, Service: a.Service})
 	}

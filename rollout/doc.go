@@ -33,6 +33,8 @@
 //	                                                               reportWorking
 //	(none)       Working     not staged                            stage
 //	(none)       Working     staged, no decision for the update    decide
+//	(none)       Working     decided ahead, policy not read        readPolicy
+//	(none)       Working     decided ahead, the policy changed     decide
 //	(none)       any         applied live, desired image staged    inSync
 //	(none)       Working     decided Live, no drain in the policy  applyLive (or falls
 //	                                                               back to Reboot)
@@ -87,8 +89,15 @@
 // maxUnavailable, as it never becomes unavailable. When the node's turn
 // comes the desired image is the staged one: stage is skipped, and so is
 // decide when decided ahead from the same current config, so the
-// update's slot is a drain and a reboot, or the live apply alone. A reboot in between boots the current image and drops
-// the download (ostree); the daemon stages ahead again if still asked.
+// update's slot is a drain and a reboot, or the live apply alone. The
+// policy is read again at the turn (beside the config and the Working
+// report): one changed since the decision ahead takes the decision
+// again, so that the node follows the admin's latest word. (Until the
+// turn, a node whose decision ahead was Live is still taken as live: a
+// decision taken again that drains counts as a failed live apply does,
+// within maxUnavailable + stageAhead.) A reboot in between boots the
+// current image and drops the download (ostree); the daemon stages
+// ahead again if still asked.
 // A locked stage no longer asked for is unstaged like any other.
 //
 // A config change for the image the node runs takes no drain and no

@@ -7,7 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/disruption"
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/test/bootcsim"
 )
@@ -241,5 +244,60 @@ func TestLiveDecidedAheadOnTheSimulator(t *testing.T) {
 	})
 	if got := l.ann(v1alpha1.DisruptionAnnotation); !strings.HasPrefix(got, "Live: ") {
 		t.Errorf("disruption annotation %q after the turn, want the Live decision", got)
+	}
+}
+
+// TestPolicyChangedAfterDecidingAhead: a node decides Live ahead under a
+// Restart policy, then the admin changes the policy to Reboot before the
+// node's turn. At its turn the node follows the policy in force, not the
+// one it decided under: it decides again, drains and reboots, and says
+// why; nothing is restarted live.
+func TestPolicyChangedAfterDecidingAhead(t *testing.T) {
+	l := newLiveRig(t)
+	if err := l.sim.sim.SetBootcVersion(bootcsim.VersionMain); err != nil {
+		t.Fatal(err)
+	}
+	l.restart()
+	two, configB := l.chronyImage("two", "b"), l.chronyConfig("b")
+	key := UpdateKey(two, configB)
+	l.annotate(map[string]*string{v1alpha1.DesiredStageAnnotation: str(two), v1alpha1.DesiredStageConfigAnnotation: str(configB)})
+	l.sync()
+	if d := l.record().Disruption; d == nil || d.Key != key || !d.Ahead || !d.live() || d.Policy == "" {
+		t.Fatalf("state file disruption %+v, want Live decided ahead for %s under a recorded policy", d, key)
+	}
+
+	var mc v1alpha1.MachineConfiguration
+	if err := env.Client.Get(l.ctx, client.ObjectKey{Name: v1alpha1.MachineConfigurationName}, &mc); err != nil {
+		t.Fatal(err)
+	}
+	reboot := []v1alpha1.NodeDisruptionPolicyAction{{Type: v1alpha1.RebootAction}}
+	mc.Spec.NodeDisruptionPolicy.Files = []v1alpha1.NodeDisruptionPolicyFile{
+		{Path: "/etc/chrony.conf", Actions: reboot}, {Path: "/etc/systemd/system/chronyd.service.d", Actions: reboot}}
+	if err := env.Client.Update(l.ctx, &mc); err != nil {
+		t.Fatal(err)
+	}
+
+	l.desire(two, configB)
+	l.annotate(map[string]*string{v1alpha1.DesiredStageAnnotation: nil, v1alpha1.DesiredStageConfigAnnotation: nil})
+	l.converge()
+	d := l.record().Disruption
+	if d == nil || d.Key != key || d.Ahead || d.Kind != disruption.Reboot || !strings.Contains(d.Reason, "policy changed since it was decided ahead") {
+		t.Errorf("state file disruption %+v after the turn, want Reboot decided again for the changed policy", d)
+	}
+	if got := l.sim.counts(); got.reboots != 1 {
+		t.Errorf("bootc and reboot calls %+v, want one reboot", got)
+	}
+	if dr := l.drains(); len(dr) != 1 {
+		t.Errorf("drain requests %q, want the turn's", dr)
+	}
+	if len(l.calls) != 0 {
+		t.Errorf("systemctl calls %q, want none: the update rebooted", l.calls)
+	}
+	if _, booted := l.sim.entries(); booted != bootc.DigestOf(two) {
+		t.Errorf("booted %s after the update, want %s", booted, bootc.DigestOf(two))
+	}
+	l.expectAnnotations(map[string]string{v1alpha1.StateAnnotation: v1alpha1.NodeStateDone, v1alpha1.CurrentImageAnnotation: two})
+	if got := l.ann(v1alpha1.DisruptionAnnotation); !strings.HasPrefix(got, "Reboot: ") {
+		t.Errorf("disruption annotation %q after the turn, want the Reboot decision", got)
 	}
 }

@@ -280,9 +280,10 @@ type MachineConfigurationStatus struct {
 // one instead.
 //
 // In a pool with stageAhead, a node staging its update ahead decides as
-// soon as the image is staged, against the configuration it runs then
-// (another one by its turn decides again), and its update then skips
-// the decision. A live decision without a drain also makes the update
+// soon as the image is staged, against the configuration it runs then,
+// and its update then skips the decision, unless by its turn the node
+// runs another configuration or this policy changed: then it decides
+// again, under the policy in force. A live decision without a drain also makes the update
 // cost no capacity: the rollout takes the node beyond maxUnavailable,
 // as long as fewer than maxUnavailable + stageAhead of the pool's nodes
 // are unavailable.
