@@ -96,21 +96,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // SyncAtStart runs the daemon's first sync before the manager starts,
-// with direct, a client that reads the Node from the API server: after
-// a reboot the update's verification and its report need not wait for
-// the node cache, which controller-runtime polls for its sync (0.2 s of
-// every start, measured under a rollout's load, on the path of every
-// node's update). The Reconciler's syncs follow with the cached client;
-// a reboot this sync asked for is waited for by the first of them. It
-// returns once the sync's MachineConfigNode writes are done.
-func (d *Daemon) SyncAtStart(ctx context.Context, direct client.Client) (Result, error) {
-	cached := d.Client
-	d.Client = direct
-	defer func() {
-		d.mirrored()
-		d.Client = cached
-	}()
-	return d.Sync(ctx)
+// reading the Node through the uncached Reader: after a reboot the
+// update's verification and its report need not wait for the node
+// cache, which controller-runtime polls for its sync (0.2 s of every
+// start, measured under a rollout's load, on the path of every node's
+// update). Writes do not go through the cache, so the manager's client
+// makes them before it starts. The Reconciler's syncs follow, reading
+// the cached Node; a reboot this sync asked for is waited for by the
+// first of them. It returns once the sync's MachineConfigNode writes are
+// done.
+func (d *Daemon) SyncAtStart(ctx context.Context) (Result, error) {
+	defer d.mirrored()
+	return d.sync(ctx, d.reader())
 }
 
 // Reconcile syncs the node. After the reboot command it blocks until the

@@ -57,8 +57,9 @@ type Daemon struct {
 	// Client reads the Node (a cache restricted to it is fine) and
 	// patches its annotations.
 	Client client.Client
-	// Reader reads MachineConfigs and Secrets uncached; nil means
-	// Client.
+	// Reader reads uncached: MachineConfigs, the MachineConfiguration,
+	// the pull Secret, the MachineConfigNode, and the Node at the first
+	// sync (SyncAtStart), before the cache has synced; nil means Client.
 	Reader client.Reader
 	// Recorder, if set, records Events on the Node.
 	Recorder events.EventRecorder
@@ -212,14 +213,19 @@ func (s *scope) report(key, value string) {
 // Sync takes the next steps of the node's update, as far as they go
 // without waiting: it observes, asks decide for the next action, performs
 // it, and asks again.
-func (d *Daemon) Sync(ctx context.Context) (res Result, err error) {
+func (d *Daemon) Sync(ctx context.Context) (Result, error) {
+	return d.sync(ctx, d.Client)
+}
+
+// sync is Sync, reading the Node through nodes.
+func (d *Daemon) sync(ctx context.Context, nodes client.Reader) (res Result, err error) {
 	if d.rebootRequested {
 		return Result{Rebooting: true}, nil
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("node", d.NodeName)
 	ctx = logr.NewContext(ctx, log)
 	s := &scope{log: log, node: &corev1.Node{}, set: map[string]string{}}
-	if err := d.Client.Get(ctx, types.NamespacedName{Name: d.NodeName}, s.node); err != nil {
+	if err := nodes.Get(ctx, types.NamespacedName{Name: d.NodeName}, s.node); err != nil {
 		if apierrors.IsNotFound(err) {
 			log.Info("Waiting for the Node to exist")
 			return Result{}, nil

@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -170,11 +169,7 @@ func run(o options) error {
 	}
 	log.Info("Starting", "node", o.nodeName, "hostRoot", o.hostRoot, "stateDir", o.stateDir, "version", version.Version)
 	ctx := ctrl.SetupSignalHandler()
-	direct, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
-	if err != nil {
-		return fmt.Errorf("create the API client: %w", err)
-	}
-	if _, err := d.SyncAtStart(ctx, direct); err != nil {
+	if _, err := d.SyncAtStart(ctx); err != nil {
 		// The Reconciler syncs again once started, with its backoff.
 		log.Error(err, "The first sync failed")
 	}
