@@ -264,7 +264,9 @@ func (d *Daemon) decideDisruption(ctx context.Context, s *scope, image, config, 
 	case why != "":
 		dec.Reason += " (" + why + ")"
 	}
-	if prev := s.rec.Disruption; !ahead && prev != nil && prev.Ahead && prev.Key == key && prev.Policy != policyFP {
+	// (A decision ahead recorded without a fingerprint, by an older
+	// daemon, is taken again too, but nothing says the policy changed.)
+	if prev := s.rec.Disruption; !ahead && prev != nil && prev.Ahead && prev.Key == key && prev.Policy != "" && prev.Policy != policyFP {
 		dec.Reason += "; decided again at the node's turn: the disruption policy changed since it was decided ahead (" + string(prev.Kind) + ")"
 	}
 	rec := &DisruptionRecord{Key: key, Kind: dec.Kind, Drain: dec.Drain, Reason: dec.Reason,
