@@ -283,10 +283,10 @@ type MachineConfigurationStatus struct {
 // soon as the image is staged, against the configuration it runs then,
 // and its update then skips the decision, unless by its turn the node
 // runs another configuration or this policy changed: then it decides
-// again, under the policy in force. A live decision without a drain also makes the update
-// cost no capacity: the rollout takes the node beyond maxUnavailable,
-// as long as fewer than maxUnavailable + stageAhead of the pool's nodes
-// are unavailable.
+// again, under the policy in force. A live decision without a drain
+// also makes the update cost no capacity: the rollout takes the node
+// beyond maxUnavailable, as long as fewer than maxUnavailable +
+// stageAhead of the pool's nodes are unavailable.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
