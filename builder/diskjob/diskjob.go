@@ -1,8 +1,6 @@
 package diskjob
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,12 +10,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
+	"github.com/strata-dev/strata/builder/jobkit"
 	"github.com/strata-dev/strata/internal/imageref"
 )
 
@@ -102,34 +99,12 @@ type Report struct {
 // JobName is the Job of a build's disk: bootdisk-<build>, shortened with
 // a hash of the build's name when that is no DNS label of 63 characters.
 func JobName(build string) string {
-	const prefix = "bootdisk-"
-	name := prefix + build
-	if len(validation.IsDNS1123Label(name)) == 0 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(build))
-	suffix := hex.EncodeToString(sum[:])[:10]
-	var b strings.Builder
-	for _, r := range strings.ToLower(build) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('-')
-		}
-	}
-	head := strings.Trim(b.String(), "-")
-	if n := validation.DNS1123LabelMaxLength - len(prefix) - 1 - len(suffix); len(head) > n {
-		head = strings.Trim(head[:n], "-")
-	}
-	if head == "" {
-		return prefix + suffix
-	}
-	return prefix + head + "-" + suffix
+	return jobkit.Name("bootdisk-", build)
 }
 
 // PodLabels select a build's disk pods.
 func PodLabels(build string) map[string]string {
-	return map[string]string{LabelBootDisk: job.LabelValue(build)}
+	return map[string]string{LabelBootDisk: jobkit.LabelValue(build)}
 }
 
 // WorkLimit bounds the work directory of a disk of sizeMiB: the sysroot
@@ -147,12 +122,6 @@ func Objects(cfg Config, req Request) (*batchv1.Job, error) {
 	if err := check(cfg, req); err != nil {
 		return nil, err
 	}
-	name := JobName(req.Build.Name)
-	labels := PodLabels(req.Build.Name)
-	deadline := cfg.ActiveDeadlineSeconds
-	if deadline <= 0 {
-		deadline = DefaultActiveDeadlineSeconds
-	}
 	args := []string{
 		"--image=" + req.Image,
 		"--size-mib=" + strconv.Itoa(int(req.SizeMiB)),
@@ -166,17 +135,18 @@ func Objects(cfg Config, req Request) (*batchv1.Job, error) {
 	volumes := []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &work}}}}
 	mounts := []corev1.VolumeMount{{Name: "work", MountPath: WorkDir}}
 	if req.PushSecret != "" {
-		volumes = append(volumes, corev1.Volume{Name: "push-secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName:  req.PushSecret,
-			Items:       []corev1.KeyToPath{{Key: corev1.DockerConfigJsonKey, Path: job.AuthFileName}},
-			DefaultMode: ptr.To(int32(0o400)),
-		}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: "push-secret", MountPath: PushSecretDir, ReadOnly: true})
-		args = append(args, "--auth-file="+PushSecretDir+"/"+job.AuthFileName)
+		v, m, path := jobkit.AuthFile(req.PushSecret, "push-secret", PushSecretDir)
+		volumes, mounts = append(volumes, v), append(mounts, m)
+		args = append(args, "--auth-file="+path)
 	}
 	storage := work.DeepCopy()
 	storage.Add(resource.MustParse("1Gi"))
-	resources := corev1.ResourceRequirements{
+	c := jobkit.Container(Container, cfg.Image, jobkit.SecurityContext(Capabilities, corev1.SeccompProfileTypeRuntimeDefault))
+	c.SecurityContext.RunAsUser = ptr.To(int64(0))
+	c.Command, c.Args = []string{Binary}, args
+	c.Env = []corev1.EnvVar{{Name: "TMPDIR", Value: WorkDir}}
+	c.VolumeMounts = mounts
+	c.Resources = corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{
 			corev1.ResourceCPU:              resource.MustParse("500m"),
 			corev1.ResourceMemory:           resource.MustParse("512Mi"),
@@ -188,79 +158,21 @@ func Objects(cfg Config, req Request) (*batchv1.Job, error) {
 			corev1.ResourceEphemeralStorage: storage,
 		},
 	}
-	p := cfg.Placement
-	spec := corev1.PodSpec{
-		RestartPolicy:                 corev1.RestartPolicyNever,
-		TerminationGracePeriodSeconds: ptr.To(int64(5)),
-		AutomountServiceAccountToken:  ptr.To(false),
-		EnableServiceLinks:            ptr.To(false),
-		HostUsers:                     cfg.HostUsers,
-		HostNetwork:                   p.HostNetwork,
-		NodeSelector:                  nodeSelector(cfg),
-		Tolerations:                   append([]corev1.Toleration(nil), p.Tolerations...),
-		Affinity:                      affinity(p.Affinity),
-		Containers: []corev1.Container{{
-			Name:                     Container,
-			Image:                    cfg.Image,
-			ImagePullPolicy:          corev1.PullIfNotPresent,
-			Command:                  []string{Binary},
-			Args:                     args,
-			Env:                      []corev1.EnvVar{{Name: "TMPDIR", Value: WorkDir}},
-			VolumeMounts:             mounts,
-			Resources:                resources,
-			TerminationMessagePath:   corev1.TerminationMessagePathDefault,
-			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			SecurityContext: &corev1.SecurityContext{
-				RunAsUser:                ptr.To(int64(0)),
-				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: append([]corev1.Capability(nil), Capabilities...)},
-				AllowPrivilegeEscalation: ptr.To(false),
-				ReadOnlyRootFilesystem:   ptr.To(true),
-				SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
-		}},
-		Volumes: volumes,
-	}
-	if p.HostNetwork {
-		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
-	}
-	owner := metav1.NewControllerRef(req.Build, v1alpha1.GroupVersion.WithKind("MachineOSBuild"))
-	return &batchv1.Job{
-		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            name,
-			Namespace:       cfg.Namespace,
-			Labels:          copyMap(labels),
-			OwnerReferences: []metav1.OwnerReference{*owner},
-		},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:          ptr.To(cfg.BackoffLimit),
-			ActiveDeadlineSeconds: ptr.To(deadline),
-			Completions:           ptr.To(int32(1)),
-			Parallelism:           ptr.To(int32(1)),
-			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
-				{
-					// An image that does not fit, or credentials the
-					// registry refuses, fail the same way again.
-					Action: batchv1.PodFailurePolicyActionFailJob,
-					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
-						ContainerName: ptr.To(Container),
-						Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
-						Values:        []int32{job.ExitCodePermanent},
-					},
-				},
-				{
-					Action: batchv1.PodFailurePolicyActionIgnore,
-					OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{
-						{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue},
-					},
-				},
-			}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: copyMap(labels)},
-				Spec:       spec,
-			},
-		},
-	}, nil
+	return jobkit.NewJob(jobkit.Job{
+		Name:                         JobName(req.Build.Name),
+		Namespace:                    cfg.Namespace,
+		Owner:                        req.Build,
+		Labels:                       PodLabels(req.Build.Name),
+		BackoffLimit:                 cfg.BackoffLimit,
+		ActiveDeadlineSeconds:        cfg.ActiveDeadlineSeconds,
+		DefaultActiveDeadlineSeconds: DefaultActiveDeadlineSeconds,
+		PermanentContainer:           Container,
+		Placement:                    cfg.Placement,
+		Arch:                         cfg.Arch,
+		HostUsers:                    cfg.HostUsers,
+		Containers:                   []corev1.Container{c},
+		Volumes:                      volumes,
+	}), nil
 }
 
 func check(cfg Config, req Request) error {
@@ -271,8 +183,8 @@ func check(cfg Config, req Request) error {
 	if cfg.Image == "" {
 		errs = append(errs, errors.New("no boot disk image configured"))
 	}
-	if req.Build == nil || req.Build.Name == "" || req.Build.UID == "" {
-		errs = append(errs, errors.New("the request needs a MachineOSBuild with a name and a UID"))
+	if err := jobkit.CheckOwner(req.Build); err != nil {
+		errs = append(errs, err)
 	}
 	if !strings.Contains(req.Image, "@sha256:") {
 		errs = append(errs, fmt.Errorf("image %q is not by digest", req.Image))
@@ -280,55 +192,11 @@ func check(cfg Config, req Request) error {
 	if req.SizeMiB < v1alpha1.MinBootDiskSizeMiB || req.SizeMiB > v1alpha1.MaxBootDiskSizeMiB {
 		errs = append(errs, fmt.Errorf("size %d MiB is not between %d and %d", req.SizeMiB, v1alpha1.MinBootDiskSizeMiB, v1alpha1.MaxBootDiskSizeMiB))
 	}
-	if s := req.PushSecret; s != "" && len(validation.IsDNS1123Subdomain(s)) > 0 {
-		errs = append(errs, fmt.Errorf("push secret name %q is not a valid Secret name", s))
+	if err := jobkit.CheckSecretName("push secret", req.PushSecret); err != nil {
+		errs = append(errs, err)
 	}
-	for _, r := range cfg.InsecureRegistries {
-		if r == "" || strings.ContainsAny(r, "/\" \t\n,") {
-			errs = append(errs, fmt.Errorf("insecure registry %q is not a host[:port]", r))
-		}
-	}
+	errs = append(errs, jobkit.CheckRegistries(cfg.InsecureRegistries)...)
 	return errors.Join(errs...)
-}
-
-func nodeSelector(cfg Config) map[string]string {
-	sel := copyMap(cfg.Placement.NodeSelector)
-	if sel == nil {
-		sel = map[string]string{}
-	}
-	if _, ok := sel[job.ArchLabel]; !ok {
-		arch := cfg.Arch
-		if arch == "" {
-			arch = "amd64"
-		}
-		sel[job.ArchLabel] = arch
-	}
-	return sel
-}
-
-// affinity keeps disk pods off control-plane nodes, as build pods, unless
-// the placement has a node affinity of its own.
-func affinity(a *corev1.Affinity) *corev1.Affinity {
-	out := a.DeepCopy()
-	if out == nil {
-		out = &corev1.Affinity{}
-	}
-	if out.NodeAffinity == nil {
-		out.NodeAffinity = &corev1.NodeAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: job.LabelControlPlane, Operator: corev1.NodeSelectorOpDoesNotExist}},
-			}}},
-		}
-	}
-	return out
-}
-
-func copyMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // Status is a disk Job's state: job.Status (phase, failure, start time,
@@ -339,61 +207,33 @@ type Status struct {
 	Report *Report
 }
 
-// Interpret derives a disk's status from its Job and the Job's pods. A
-// pod that succeeded with a Report naming an artifact is a published
-// disk; everything else (pending, running, failures, deadlines, images
-// that cannot be pulled) reads as a build Job's does (job.Interpret).
+// Interpret derives a disk's status from its Job and the Job's pods, as
+// jobkit.Follow reads every Job of the builder: a pod that succeeded with
+// a Report naming an artifact is a published disk; everything else
+// (pending, running, failures, deadlines, images that cannot be pulled)
+// reads as a build Job's does.
 func Interpret(jb *batchv1.Job, pods []corev1.Pod) Status {
-	for i := range pods {
-		p := &pods[i]
-		if p.Status.Phase != corev1.PodSucceeded {
-			continue
-		}
-		st := Status{Status: job.Status{StartTime: jb.Status.StartTime}}
-		msg := terminationMessage(p)
-		var r Report
-		if json.Unmarshal([]byte(msg), &r) == nil && validArtifact(r.Artifact) && r.Size > 0 && imageref.ValidDigest(r.RawDigest) {
-			st.Phase, st.Report = job.PhaseSucceeded, &r
-			return st
-		}
-		st.Phase = job.PhaseFailed
-		st.Failure = job.BoundFailure(&v1alpha1.BuildFailure{
-			Step:    v1alpha1.BuildStepUnknown,
-			Message: fmt.Sprintf("boot disk pod %s succeeded but did not report the published artifact in its termination message", p.Name),
-			LogTail: msg,
-		})
-		return st
-	}
-	if jb != nil {
-		if c := condition(jb, batchv1.JobComplete); c != nil {
-			return Status{Status: job.Status{Phase: job.PhaseFailed, StartTime: jb.Status.StartTime, Failure: &v1alpha1.BuildFailure{
+	var report *Report
+	st := jobkit.Follow(jb, pods, jobkit.Success{
+		Container: Container,
+		Read: func(pod *corev1.Pod, msg string) *v1alpha1.BuildFailure {
+			var r Report
+			if json.Unmarshal([]byte(msg), &r) == nil && validArtifact(r.Artifact) && r.Size > 0 && imageref.ValidDigest(r.RawDigest) {
+				report = &r
+				return nil
+			}
+			return &v1alpha1.BuildFailure{
 				Step:    v1alpha1.BuildStepUnknown,
-				Message: fmt.Sprintf("Job %s completed but no succeeded pod reports the published artifact", jb.Name),
-			}}}
-		}
-	}
-	return Status{Status: job.Interpret(jb, pods)}
+				Message: fmt.Sprintf("boot disk pod %s succeeded but did not report the published artifact in its termination message", pod.Name),
+				LogTail: msg,
+			}
+		},
+		Missing: "no succeeded pod reports the published artifact",
+	})
+	return Status{Status: st, Report: report}
 }
 
 func validArtifact(a string) bool {
 	_, d, ok := strings.Cut(a, "@")
 	return ok && imageref.ValidDigest(d)
-}
-
-func terminationMessage(p *corev1.Pod) string {
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == Container && cs.State.Terminated != nil {
-			return cs.State.Terminated.Message
-		}
-	}
-	return ""
-}
-
-func condition(jb *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
-	for i := range jb.Status.Conditions {
-		if c := &jb.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
-			return c
-		}
-	}
-	return nil
 }

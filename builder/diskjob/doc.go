@@ -63,6 +63,6 @@
 // Report is one JSON object in the termination message: the artifact and
 // the disk's sizes and raw digest on success; on failure a step, a message
 // and the log's last lines, as the build pod's (job.TerminationMessage),
-// so that job.Interpret explains a failed pod, a deadline or an image
+// so that jobkit.Follow explains a failed pod, a deadline or an image
 // that cannot be pulled the same way for both Jobs.
 package diskjob

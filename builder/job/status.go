@@ -3,65 +3,33 @@ package job
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
-	"time"
-	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/builder/jobkit"
 	"github.com/strata-dev/strata/internal/imageref"
-	"github.com/strata-dev/strata/internal/status"
 )
 
 // Phase is where a build stands.
-type Phase string
+type Phase = jobkit.Phase
 
 // Phases of a build.
 const (
-	PhasePending   Phase = "Pending"
-	PhaseRunning   Phase = "Running"
-	PhaseSucceeded Phase = "Succeeded"
-	PhaseFailed    Phase = "Failed"
+	PhasePending   = jobkit.PhasePending
+	PhaseRunning   = jobkit.PhaseRunning
+	PhaseSucceeded = jobkit.PhaseSucceeded
+	PhaseFailed    = jobkit.PhaseFailed
 )
 
-// Status is a build's state as its Job and pods show it.
-type Status struct {
-	Phase Phase
-	// Digest is "sha256:<64 hex>" of the pushed image, when Succeeded.
-	Digest string
-	// Failure says what failed, when Failed.
-	Failure *v1alpha1.BuildFailure
-	// StartTime is when the Job started.
-	StartTime *metav1.Time
-	// StopJob is set on a build failed because its pod cannot start: the
-	// Job would go on waiting, and must be deleted.
-	StopJob bool
-	// RetryAfter, when not zero, is when to look again: a pod waiting to
-	// be scheduled fails the build once StartGrace has passed, and no
-	// event may come to say so.
-	RetryAfter time.Duration
-}
+// Status is a build's state as its Job and pods show it: its Digest is
+// the pushed image's, when Succeeded.
+type Status = jobkit.Status
 
 // StartGrace is how long a build pod may stay unschedulable before the
-// build fails with the scheduler's reason. The scheduler may yet find room
-// (a pod ends, a node joins), but a build waiting longer says why instead
-// of waiting out the Job's deadline.
-const StartGrace = time.Minute
-
-// pullFailures are the kubelet's reasons for a container it cannot start
-// because of its image or its definition; they do not heal by themselves.
-var pullFailures = map[string]bool{
-	"ErrImagePull":               true,
-	"ImagePullBackOff":           true,
-	"InvalidImageName":           true,
-	"ErrImageNeverPull":          true,
-	"CreateContainerConfigError": true,
-	"CreateContainerError":       true,
-}
+// build fails with the scheduler's reason (jobkit.StartGrace).
+const StartGrace = jobkit.StartGrace
 
 // TerminationMessage is what the build script writes to a container's
 // termination message: the push container's Digest on success; the failed
@@ -74,246 +42,36 @@ type TerminationMessage struct {
 }
 
 // Interpret derives a build's status from its Job and the Job's pods
-// (those with PodLabels). A nil Job is Pending.
+// (those with PodLabels), as jobkit.Follow reads every Job of the
+// builder: a succeeded pod is a pushed image when its push container
+// reports a digest. A nil Job is Pending.
 func Interpret(job *batchv1.Job, pods []corev1.Pod) Status {
-	if job == nil {
-		return Status{Phase: PhasePending}
-	}
-	st := Status{StartTime: job.Status.StartTime}
-
-	// A pod that succeeded and reported a digest is a pushed image, even
-	// before the Job controller marks the Job complete.
-	var succeeded *corev1.Pod
-	for i := range pods {
-		if pods[i].Status.Phase == corev1.PodSucceeded && (succeeded == nil || newer(&pods[i], succeeded)) {
-			succeeded = &pods[i]
-		}
-	}
-	if succeeded != nil {
-		msg, term := termination(succeeded, ContainerPush)
-		var tm TerminationMessage
-		if term != nil && json.Unmarshal([]byte(msg), &tm) == nil && imageref.ValidDigest(tm.Digest) {
-			st.Phase, st.Digest = PhaseSucceeded, tm.Digest
-			return st
-		}
-		st.Phase = PhaseFailed
-		st.Failure = BoundFailure(&v1alpha1.BuildFailure{
-			Step:    v1alpha1.BuildStepUnknown,
-			Message: fmt.Sprintf("build pod %s succeeded but did not report the pushed image's digest in its termination message", succeeded.Name),
-			LogTail: tailOf(msg, tm),
-		})
-		return st
-	}
-
-	if c := jobCondition(job, batchv1.JobComplete); c != nil {
-		st.Phase = PhaseFailed
-		st.Failure = &v1alpha1.BuildFailure{
-			Step:    v1alpha1.BuildStepUnknown,
-			Message: fmt.Sprintf("Job %s completed but no succeeded build pod reports the pushed image's digest", job.Name),
-		}
-		return st
-	}
-
-	failedCond := jobCondition(job, batchv1.JobFailed)
-	if failedCond == nil {
-		failedCond = jobCondition(job, batchv1.JobFailureTarget)
-	}
-	if failedCond != nil {
-		st.Phase = PhaseFailed
-		st.Failure = jobFailure(job, failedCond, newestFailed(pods))
-		return st
-	}
-
-	st.Phase = PhasePending
-	for i := range pods {
-		if started(&pods[i]) {
-			st.Phase = PhaseRunning
-		}
-	}
-	for i := range pods {
-		failure, retry := startFailure(&pods[i], time.Now())
-		if failure != nil {
-			st.Phase, st.Failure, st.StopJob, st.RetryAfter = PhaseFailed, BoundFailure(failure), true, 0
-			return st
-		}
-		if retry > 0 && (st.RetryAfter == 0 || retry < st.RetryAfter) {
-			st.RetryAfter = retry
-		}
-	}
+	var digest string
+	st := jobkit.Follow(job, pods, jobkit.Success{
+		Container: ContainerPush,
+		Read: func(pod *corev1.Pod, msg string) *v1alpha1.BuildFailure {
+			var tm TerminationMessage
+			if json.Unmarshal([]byte(msg), &tm) == nil && imageref.ValidDigest(tm.Digest) {
+				digest = tm.Digest
+				return nil
+			}
+			return &v1alpha1.BuildFailure{
+				Step:    v1alpha1.BuildStepUnknown,
+				Message: fmt.Sprintf("build pod %s succeeded but did not report the pushed image's digest in its termination message", pod.Name),
+				LogTail: tailOf(msg, tm),
+			}
+		},
+		Missing: "no succeeded build pod reports the pushed image's digest",
+	})
+	st.Digest = digest
 	return st
 }
 
-// startFailure says why a pending pod cannot start, in the kubelet's or
-// the scheduler's words: an image that cannot be pulled (the builder
-// image, usually) at once; a pod the scheduler cannot place, or one the
-// runtime makes no sandbox for, once it has waited StartGrace. Otherwise it returns how long until that grace ends,
-// or zero.
-func startFailure(pod *corev1.Pod, now time.Time) (*v1alpha1.BuildFailure, time.Duration) {
-	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodPending {
-		return nil, 0
-	}
-	for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
-		if w := cs.State.Waiting; w != nil && pullFailures[w.Reason] {
-			return &v1alpha1.BuildFailure{Step: v1alpha1.BuildStepPrepare, Message: fmt.Sprintf(
-				"build pod %s cannot start its %s container (image %s): %s: %s", pod.Name, cs.Name, cs.Image, w.Reason, w.Message)}, 0
-		}
-	}
-	for _, c := range pod.Status.Conditions {
-		var why string
-		switch {
-		case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable:
-			why = "cannot be scheduled"
-		case c.Type == corev1.PodReadyToStartContainers && c.Status == corev1.ConditionFalse:
-			// The runtime makes a sandbox in seconds, or never: a
-			// runtime without user namespace support refuses one for
-			// hostUsers: false, and says so only in an Event.
-			why = "has no sandbox: the node's runtime could not make one (its Events say why; a runtime without user namespace support refuses hostUsers: false)"
-		default:
-			continue
-		}
-		waited := now.Sub(c.LastTransitionTime.Time)
-		if waited < StartGrace {
-			return nil, StartGrace - waited
-		}
-		return &v1alpha1.BuildFailure{Step: v1alpha1.BuildStepPrepare, Message: strings.TrimSuffix(fmt.Sprintf(
-			"build pod %s %s (waited %s): %s", pod.Name, why, waited.Round(time.Second), c.Message), ": ")}, 0
-	}
-	return nil, 0
-}
-
-// started says whether a pod's build has started: the pod stays Pending
-// while its init containers pull and build, and a failed pod that the Job
-// retries still means the build has started.
-func started(pod *corev1.Pod) bool {
-	switch pod.Status.Phase {
-	case corev1.PodRunning, corev1.PodFailed:
-		return true
-	}
-	for _, cs := range pod.Status.InitContainerStatuses {
-		if cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// jobFailure explains a failed Job by its condition and its newest failed
-// pod.
-func jobFailure(job *batchv1.Job, cond *batchv1.JobCondition, pod *corev1.Pod) *v1alpha1.BuildFailure {
-	var why string
-	switch cond.Reason {
-	case batchv1.JobReasonDeadlineExceeded:
-		d := int64(0)
-		if job.Spec.ActiveDeadlineSeconds != nil {
-			d = *job.Spec.ActiveDeadlineSeconds
-		}
-		why = fmt.Sprintf("the build ran longer than its deadline of %d seconds and was stopped", d)
-	case batchv1.JobReasonBackoffLimitExceeded:
-		n := int32(0)
-		if job.Spec.BackoffLimit != nil {
-			n = *job.Spec.BackoffLimit
-		}
-		why = fmt.Sprintf("the build failed %d time(s), more than its retry limit of %d", job.Status.Failed, n)
-	case batchv1.JobReasonPodFailurePolicy:
-		why = "" // the build failed for a reason retrying cannot fix: the pod says which
-	default:
-		why = strings.TrimSpace(fmt.Sprintf("Job %s failed: %s %s", job.Name, cond.Reason, cond.Message))
-	}
-
-	f := podFailure(pod)
-	if f == nil {
-		if why == "" {
-			why = fmt.Sprintf("Job %s failed: %s %s", job.Name, cond.Reason, cond.Message)
-		}
-		return BoundFailure(&v1alpha1.BuildFailure{Step: v1alpha1.BuildStepUnknown, Message: why})
-	}
-	if why != "" {
-		if cond.Reason == batchv1.JobReasonDeadlineExceeded && f.Step == v1alpha1.BuildStepUnknown {
-			f.Message = why + " (" + f.Message + ")"
-		} else {
-			f.Message += " (" + why + ")"
-		}
-	}
-	return BoundFailure(f)
-}
-
-// podFailure reads the termination message of a failed pod's failed
-// container, init containers included; nil without a pod.
-func podFailure(pod *corev1.Pod) *v1alpha1.BuildFailure {
-	if pod == nil {
-		return nil
-	}
-	name, msg, term := failedContainer(pod)
-	var tm TerminationMessage
-	if term == nil {
-		reason := pod.Status.Reason
-		if reason == "" {
-			reason = "no container failed"
-		}
-		return &v1alpha1.BuildFailure{
-			Step:    v1alpha1.BuildStepUnknown,
-			Message: fmt.Sprintf("build pod %s failed before one of its containers ended (%s) %s", pod.Name, reason, pod.Status.Message),
-		}
-	}
-	if json.Unmarshal([]byte(msg), &tm) == nil && tm.Step != "" && tm.Message != "" && knownStep(tm.Step) {
-		return &v1alpha1.BuildFailure{Step: tm.Step, Message: tm.Message, LogTail: tm.LogTail}
-	}
-	// No report of ours: the kubelet put the log's tail there
-	// (FallbackToLogsOnError), or nothing.
-	return &v1alpha1.BuildFailure{
-		Step: v1alpha1.BuildStepUnknown,
-		Message: fmt.Sprintf("%s container of pod %s ended with exit code %d (%s) without saying what failed; see the log tail",
-			name, pod.Name, term.ExitCode, orDefault(term.Reason, "Error")),
-		LogTail: msg,
-	}
-}
-
-func knownStep(s v1alpha1.BuildStep) bool {
-	switch s {
-	case v1alpha1.BuildStepPrepare, v1alpha1.BuildStepPullBase, v1alpha1.BuildStepAuth,
-		v1alpha1.BuildStepBuild, v1alpha1.BuildStepPush, v1alpha1.BuildStepDisk, v1alpha1.BuildStepUnknown:
-		return true
-	}
-	return false
-}
-
-// termination returns a container's termination message and state; a nil
-// state when it has not terminated.
-func termination(pod *corev1.Pod, container string) (string, *corev1.ContainerStateTerminated) {
-	for _, cs := range statuses(pod) {
-		if cs.Name != container {
-			continue
-		}
-		if t := terminated(cs); t != nil {
-			return t.Message, t
-		}
-	}
-	return "", nil
-}
-
-// failedContainer returns the first container of the pod, in the order
-// they run, that ended with a non-zero exit code: its name, termination
-// message and state. The state is nil when none did.
-func failedContainer(pod *corev1.Pod) (string, string, *corev1.ContainerStateTerminated) {
-	for _, cs := range statuses(pod) {
-		if t := terminated(cs); t != nil && t.ExitCode != 0 {
-			return cs.Name, t.Message, t
-		}
-	}
-	return "", "", nil
-}
-
-// statuses are a pod's container statuses in the order the containers
-// run: init containers first.
-func statuses(pod *corev1.Pod) []corev1.ContainerStatus {
-	return append(append([]corev1.ContainerStatus(nil), pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
-}
-
-func terminated(cs corev1.ContainerStatus) *corev1.ContainerStateTerminated {
-	if t := cs.State.Terminated; t != nil {
-		return t
-	}
-	return cs.LastTerminationState.Terminated
+// BoundFailure keeps a failure within the API's limits, so that the
+// status write that reports it is never refused for its length
+// (jobkit.BoundFailure).
+func BoundFailure(f *v1alpha1.BuildFailure) *v1alpha1.BuildFailure {
+	return jobkit.BoundFailure(f)
 }
 
 func tailOf(msg string, tm TerminationMessage) string {
@@ -324,89 +82,4 @@ func tailOf(msg string, tm TerminationMessage) string {
 		return msg
 	}
 	return ""
-}
-
-func newestFailed(pods []corev1.Pod) *corev1.Pod {
-	var out *corev1.Pod
-	for i := range pods {
-		if pods[i].Status.Phase == corev1.PodFailed && (out == nil || newer(&pods[i], out)) {
-			out = &pods[i]
-		}
-	}
-	return out
-}
-
-// newer says whether a is newer than b: by when its last container ended, then
-// by creation, then by name for a stable answer.
-func newer(a, b *corev1.Pod) bool {
-	ta, tb := endTime(a), endTime(b)
-	if !ta.Equal(&tb) {
-		return tb.Before(&ta)
-	}
-	ca, cb := a.CreationTimestamp, b.CreationTimestamp
-	if !ca.Equal(&cb) {
-		return cb.Before(&ca)
-	}
-	return a.Name > b.Name
-}
-
-// endTime is when the pod's last container ended.
-func endTime(p *corev1.Pod) metav1.Time {
-	var end metav1.Time
-	for _, cs := range statuses(p) {
-		if t := terminated(cs); t != nil && end.Before(&t.FinishedAt) {
-			end = t.FinishedAt
-		}
-	}
-	return end
-}
-
-func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
-	for i := range job.Status.Conditions {
-		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
-			return c
-		}
-	}
-	return nil
-}
-
-// BoundFailure keeps a failure within the API's limits, so that the
-// status write that reports it is never refused for its length: the
-// message keeps its start (what failed), the log its end (what buildah
-// said last); each is cut at a character boundary and marked. Bytes that
-// are not UTF-8 (a log is whatever a RUN step printed) are replaced
-// first, since the API stores only valid UTF-8.
-func BoundFailure(f *v1alpha1.BuildFailure) *v1alpha1.BuildFailure {
-	if f == nil {
-		return nil
-	}
-	f.Message = status.Truncate(strings.ToValidUTF8(f.Message, "\uFFFD"), v1alpha1.MaxBuildFailureMessage)
-	f.LogTail = keepTail(strings.ToValidUTF8(f.LogTail, "\uFFFD"), v1alpha1.MaxBuildFailureLogTail)
-	if f.Message == "" {
-		f.Message = "the build failed without saying why"
-	}
-	return f
-}
-
-// cutMarker starts a log tail whose beginning was cut.
-const cutMarker = "[...] "
-
-// keepTail cuts s to its last n bytes at most, starting at a character
-// and marked, when it is longer.
-func keepTail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	start := len(s) - (n - len(cutMarker))
-	for start < len(s) && !utf8.RuneStart(s[start]) {
-		start++
-	}
-	return cutMarker + s[start:]
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
