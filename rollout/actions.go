@@ -49,7 +49,7 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		}
 		d.inSync(s, config, key)
 	case actDrainFailed:
-		s.log.V(1).Info("The drain failed: nothing to do for this update")
+		err = d.drainFailed(s, o)
 	case actReportWorking:
 		s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateWorking)
 		s.report(v1alpha1.ReasonAnnotation, "")
@@ -174,6 +174,35 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		return Result{}, err
 	}
 	return Result{}, d.step(a)
+}
+
+// drainFailed reports the controller's verdict on the drain asked for
+// (drainFailure) as Degraded with its reason: the daemon is the one writer
+// of the node's state and reason. The state file records the report
+// first, so that a crash between the two leaves the verdict to report
+// again, never a report the daemon would take for an older controller's.
+// A node reported Degraded by an older controller, which wrote no
+// verdict, is left as it is.
+func (d *Daemon) drainFailed(s *scope, o *observed) error {
+	if o.DrainFailed != o.DesiredDrain {
+		s.log.V(1).Info("The drain failed (an older controller's verdict): nothing to do for this update")
+		return nil
+	}
+	// As the controller wrote it, cut to its own bound: the pods and
+	// budgets that blocked the drain, which maxReason would cut short.
+	_, reason, _ := v1alpha1.ParseDrainFailure(s.annotation(v1alpha1.DrainFailureAnnotation))
+	if s.rec.DrainFailed != o.DrainFailed {
+		s.rec.DrainFailed = o.DrainFailed
+		if err := SaveRecord(d.StateDir, s.rec); err != nil {
+			return err
+		}
+	}
+	if s.annotation(v1alpha1.StateAnnotation) != v1alpha1.NodeStateDegraded || s.annotation(v1alpha1.ReasonAnnotation) != reason {
+		s.log.Info("The controller gave up on the drain: reporting Degraded", "desiredDrain", o.DesiredDrain, "reason", reason)
+	}
+	s.report(v1alpha1.StateAnnotation, v1alpha1.NodeStateDegraded)
+	s.report(v1alpha1.ReasonAnnotation, reason)
+	return nil
 }
 
 // reject records an update whose desired image or config the node cannot

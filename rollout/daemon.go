@@ -366,6 +366,7 @@ func (d *Daemon) observe(s *scope) *observed {
 		Reason:             s.annotation(v1alpha1.ReasonAnnotation),
 		DesiredDrain:       s.annotation(v1alpha1.DesiredDrainAnnotation),
 		LastAppliedDrain:   s.annotation(v1alpha1.LastAppliedDrainAnnotation),
+		DrainFailed:        failedDrainRequest(s.annotation(v1alpha1.DrainFailureAnnotation)),
 		Booted:             s.host.Status.Booted.Digest(),
 		Staged:             s.staged,
 		StagedLocked:       s.stagedLocked,
@@ -383,6 +384,13 @@ func (d *Daemon) observe(s *scope) *observed {
 		ItemsWritten:       s.itemsDone,
 		Policy:             s.policyID,
 	}
+}
+
+// failedDrainRequest is the drain request a drainFailure value names,
+// "" for none or a value of another form.
+func failedDrainRequest(value string) string {
+	request, _, _ := v1alpha1.ParseDrainFailure(value)
+	return request
 }
 
 // start is the work of a daemon's first sync: the original image,

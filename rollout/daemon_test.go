@@ -756,9 +756,72 @@ func TestOverwriteFalseInReason(t *testing.T) {
 	}
 }
 
-// TestDrainTimedOut: once the controller reports the drain timed out,
-// the daemon does nothing more for that update.
-func TestDrainTimedOut(t *testing.T) {
+// TestDrainFailedIsReportedDegraded: the controller's verdict on the
+// drain the daemon asked for (drainFailure) is reported by the daemon,
+// the one writer of state and reason, as Degraded with the verdict's
+// reason, also when killed between its record and its report; nothing
+// more happens for that update until a person removes the verdict, when
+// the daemon reports Working, waits for the drain again, and completes
+// the update with one drain request, one switch and one reboot.
+func TestDrainFailedIsReportedDegraded(t *testing.T) {
+	r := newRig(t)
+	r.crashAt = string(actDrainFailed)
+	key := r.desire(newImage, r.renderedConfig("one"))
+	r.sync()
+	drain := v1alpha1.DrainRequestPrefix + key
+	r.expectAnnotations(map[string]string{v1alpha1.StateAnnotation: v1alpha1.NodeStateWorking, v1alpha1.DesiredDrainAnnotation: drain})
+	const why = "Drain timed out after 10m0s (drainTimeout); the node is left cordoned: pod default/web blocked by budget web"
+	r.annotate(map[string]*string{v1alpha1.DrainFailureAnnotation: str(v1alpha1.DrainFailure(drain, why))})
+	if _, err := r.syncOnce(); !errors.Is(err, errKilled) {
+		t.Fatalf("sync after the verdict: %v, want killed after %s", err, actDrainFailed)
+	}
+	if got := r.record().DrainFailed; got != drain {
+		t.Errorf("the state file records the report of %q, want %q before the report", got, drain)
+	}
+	for range 3 {
+		r.restart()
+		if res := r.sync(); res.Rebooting {
+			t.Fatal("rebooting after a failed drain")
+		}
+	}
+	r.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:        v1alpha1.NodeStateDegraded,
+		v1alpha1.ReasonAnnotation:       why,
+		v1alpha1.DesiredDrainAnnotation: drain,
+	})
+	r.expectCounts(counts{switches: 1})
+	if r.marker() != "" {
+		t.Error("items written after a failed drain")
+	}
+
+	// A person removes the verdict: the drain is tried again.
+	r.annotate(map[string]*string{v1alpha1.DrainFailureAnnotation: nil})
+	r.sync()
+	r.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:        v1alpha1.NodeStateWorking,
+		v1alpha1.ReasonAnnotation:       "",
+		v1alpha1.DesiredDrainAnnotation: drain,
+	})
+	if !r.applyDrain() {
+		t.Fatal("no drain request to carry out")
+	}
+	r.converge()
+	r.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:        v1alpha1.NodeStateDone,
+		v1alpha1.CurrentImageAnnotation: newImage,
+		v1alpha1.DesiredDrainAnnotation: v1alpha1.UncordonRequestPrefix + key,
+	})
+	r.expectCounts(counts{switches: 1, reboots: 1})
+	if d := r.drains(); len(d) != 1 {
+		t.Errorf("drain requests %q, want one", d)
+	}
+}
+
+// TestDrainTimedOutByAnOlderController: a node an older controller
+// reported Degraded itself for its drain (no drainFailure) stays so, and
+// the daemon does nothing more for the update, across restarts; removing
+// the state has the drain tried again, as it did.
+func TestDrainTimedOutByAnOlderController(t *testing.T) {
 	r := newRig(t)
 	key := r.desire(newImage, r.renderedConfig("one"))
 	r.sync()
@@ -779,6 +842,36 @@ func TestDrainTimedOut(t *testing.T) {
 	if r.marker() != "" {
 		t.Error("items written after a failed drain")
 	}
+	r.annotate(map[string]*string{v1alpha1.StateAnnotation: nil})
+	r.sync()
+	r.expectAnnotations(map[string]string{v1alpha1.StateAnnotation: v1alpha1.NodeStateWorking, v1alpha1.ReasonAnnotation: ""})
+	r.applyDrain()
+	r.converge()
+	r.expectAnnotations(map[string]string{v1alpha1.StateAnnotation: v1alpha1.NodeStateDone, v1alpha1.CurrentImageAnnotation: newImage})
+	r.expectCounts(counts{switches: 1, reboots: 1})
+}
+
+// TestDrainFailureOfAReplacedUpdateIsIgnored: a verdict on the drain of
+// an update since replaced (the controller removes it only when it
+// carries out the next request) is not the new update's: the daemon
+// reports Working and asks for the new update's drain.
+func TestDrainFailureOfAReplacedUpdateIsIgnored(t *testing.T) {
+	r := newRig(t)
+	old := r.desire(newImage, r.renderedConfig("one"))
+	r.sync()
+	oldDrain := v1alpha1.DrainRequestPrefix + old
+	r.annotate(map[string]*string{v1alpha1.DrainFailureAnnotation: str(v1alpha1.DrainFailure(oldDrain, "Drain timed out"))})
+	r.sync()
+	r.expectAnnotations(map[string]string{v1alpha1.StateAnnotation: v1alpha1.NodeStateDegraded, v1alpha1.ReasonAnnotation: "Drain timed out"})
+	key := r.desire(third, r.renderedConfig("two"))
+	r.sync()
+	r.expectAnnotations(map[string]string{
+		v1alpha1.StateAnnotation:        v1alpha1.NodeStateWorking,
+		v1alpha1.ReasonAnnotation:       "",
+		v1alpha1.DesiredDrainAnnotation: v1alpha1.DrainRequestPrefix + key,
+	})
+	r.converge()
+	r.expectAnnotations(map[string]string{v1alpha1.StateAnnotation: v1alpha1.NodeStateDone, v1alpha1.CurrentImageAnnotation: third})
 }
 
 // TestDesiredImageDidNotBoot: a node that comes back on another image

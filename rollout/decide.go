@@ -31,8 +31,11 @@ const (
 	// actInSync reports Done for the config and image the node runs, and
 	// asks for the uncordon of a drain a replaced update asked for.
 	actInSync action = "inSync"
-	// actDrainFailed: the controller gave up on this update's drain and
-	// reported the node Degraded; nothing more for this update.
+	// actDrainFailed: the controller gave up on this update's drain
+	// (drainFailure names it): report Degraded with its reason, once the
+	// state file records the report (Record.DrainFailed); nothing more
+	// for this update until a person removes the verdict. A node an older
+	// controller reported Degraded itself is left as it is.
 	actDrainFailed action = "drainFailed"
 	// actReportWorking reports Working: an image update starts.
 	actReportWorking action = "reportWorking"
@@ -169,8 +172,10 @@ type observed struct {
 	// State and Reason are the daemon's own reported annotations.
 	State, Reason string
 	// DesiredDrain is the daemon's drain or uncordon request;
-	// LastAppliedDrain is the controller's acknowledgement.
-	DesiredDrain, LastAppliedDrain string
+	// LastAppliedDrain is the controller's acknowledgement, and
+	// DrainFailed the drain request its verdict in drainFailure names
+	// ("" for none).
+	DesiredDrain, LastAppliedDrain, DrainFailed string
 	// Booted and Staged are the digests of bootc's booted and staged
 	// deployments ("" for none); RollbackQueued is set when the next boot
 	// is the rollback deployment.
@@ -293,7 +298,12 @@ func decide(o *observed, rec *Record) action {
 	case rec.CurrentConfig == o.Config && rec.CurrentImage == o.Image && o.Staged == want:
 		// Applied live: the config runs, the image boots next.
 		return actInSync
-	case o.State == v1alpha1.NodeStateDegraded && o.DesiredDrain == drain:
+	case o.DesiredDrain == drain && o.DrainFailed == drain:
+		return actDrainFailed
+	case o.DesiredDrain == drain && o.State == v1alpha1.NodeStateDegraded && rec.DrainFailed != drain:
+		// An older controller's verdict, written as the state itself.
+		// The daemon's own report of a verdict a person has removed
+		// since is not one: the drain is tried again.
 		return actDrainFailed
 	case o.ConfigCheck == configUnread:
 		return actReadConfig

@@ -46,6 +46,9 @@ func TestDecide(t *testing.T) {
 		live             = &Record{Disruption: &DisruptionRecord{Key: key, Kind: "Live"}}
 		liveDrain        = &Record{Disruption: &DisruptionRecord{Key: key, Kind: "Live", Drain: true}}
 		appliedLive      = &Record{CurrentImage: A, CurrentConfig: cfg, Disruption: &DisruptionRecord{Key: key, Kind: "Live"}}
+		// Decided, and the controller's verdict on the drain reported.
+		reported   = &Record{Disruption: &DisruptionRecord{Key: key, Kind: "Reboot"}, DrainFailed: drain}
+		otherDrain = v1alpha1.DrainRequestPrefix + UpdateKey(A, "rendered-0")
 		// On O, the update (A, cfg) staged ahead and decided from O.
 		from            = UpdateKey(O, cfg)
 		decidedAhead    = &Record{CurrentImage: O, CurrentConfig: cfg, Disruption: &DisruptionRecord{Key: key, Kind: "Live", From: from, Ahead: true, Policy: "p1"}}
@@ -93,7 +96,13 @@ func TestDecide(t *testing.T) {
 		{"applied live, the staged image gone", observed{Image: A, Config: cfg, Booted: dO, State: done}, appliedLive, actReadConfig},
 		{"decided: ask for the drain", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, ConfigCheck: valid}, decided, actRequestDrain},
 		{"drain asked", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, ConfigCheck: valid}, decided, actWaitForDrain},
-		{"drain timed out", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: degraded, DesiredDrain: drain}, none, actDrainFailed},
+		{"drain given up on", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, DrainFailed: drain, ConfigCheck: valid}, decided, actDrainFailed},
+		{"drain given up on, reported", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: degraded, Reason: "x", DesiredDrain: drain, DrainFailed: drain}, reported, actDrainFailed},
+		{"drain timed out (an older controller's Degraded)", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: degraded, DesiredDrain: drain}, none, actDrainFailed},
+		{"drain verdict removed: try again", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: degraded, Reason: "x", DesiredDrain: drain, ConfigCheck: valid}, reported, actReportWorking},
+		{"drain verdict removed, Working again", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, ConfigCheck: valid}, reported, actWaitForDrain},
+		{"verdict on a replaced update's drain", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, DrainFailed: otherDrain, ConfigCheck: valid}, decided, actWaitForDrain},
+		{"verdict on a replaced update's drain, reported", observed{Image: A, Config: cfg, Booted: dO, State: degraded, DesiredDrain: otherDrain, DrainFailed: otherDrain, ConfigCheck: valid}, none, actReportWorking},
 		{"drained", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, LastAppliedDrain: drain, ConfigCheck: valid}, decided, actWriteItems},
 		{"items written", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, DesiredDrain: drain, LastAppliedDrain: drain, ConfigCheck: valid, ItemsWritten: true}, decided, actRecordReboot},
 		{"rebooting, not reported", observed{Image: A, Config: cfg, Booted: dO, Staged: dA, State: working, BootID: "b1"}, in(PhaseRebooting), actReportRebooting},

@@ -26,7 +26,14 @@
 //	                         its update not decided
 //	(none)       any         desired image booted, config not      readConfig,
 //	                         applied                               applyConfig, inSync
-//	(none)       Degraded    controller gave up on the drain       drainFailed (waits)
+//	(none)       any         drain asked and given up on           drainFailed (reports
+//	                         (drainFailure names it)               Degraded, waits)
+//	(none)       Degraded    drain asked, no drainFailure, no      drainFailed (waits)
+//	                         report of one recorded (an older
+//	                         controller's Degraded)
+//	(none)       Degraded    drain asked, no drainFailure, its     readConfig,
+//	                         report recorded (a person removed     reportWorking,
+//	                         the verdict: try again)               waitForDrain (waits)
 //	(none)       any         desired image booted, staged and      adoptBoot -> verifying
 //	                         decided, no reboot recorded
 //	(none)       Done        desired image not booted              readConfig,
@@ -62,6 +69,19 @@
 // reboot then runs `bootc upgrade --from-downloaded --apply
 // --soft-reboot=required`; bootc refusing it turns it into a full
 // reboot, recorded with the reason.
+//
+// drainFailed: a drain the controller gives up on (past the pool's
+// drainTimeout) is its verdict in the node's drainFailure, which names
+// the drain request; the daemon, the one writer of state and reason,
+// reports it as Degraded with the verdict's reason, and the node stays
+// cordoned. The state file records the report (DrainFailed) before it
+// is written, so that a node Degraded with its drain asked and no
+// verdict is told apart: the daemon's own report of a verdict a person
+// removed to have the drain tried again (the daemon reports Working and
+// waits for the drain), or, with no report recorded, an older
+// controller's verdict written as the state itself, left as it is. A
+// verdict naming another request is ignored; the controller removes it
+// when it carries out any other.
 //
 // adoptBoot: bootc finalizes a staged deployment at any clean shutdown,
 // so a reboot Strata did not ask for (another reboot manager, a person)

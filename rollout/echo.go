@@ -18,8 +18,8 @@ import (
 // An event is an echo only when every change it carries is an
 // annotation value this daemon wrote: anyone else's change (the
 // controller's, a person's, kwok's Ready condition), even to one of the
-// daemon's own keys (the drain controller's Degraded state), still
-// syncs, and so does the periodic resync.
+// daemon's own keys (a person removing the state), still syncs, and so
+// does the periodic resync.
 type ownWrites struct {
 	mu     sync.Mutex
 	values map[string]string

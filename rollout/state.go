@@ -59,6 +59,13 @@ type Record struct {
 	// another image it writes them as that image has them (see
 	// resyncLive), and a completed update clears them.
 	LivePaths []string `json:"livePaths,omitempty"`
+	// DrainFailed is the drain request whose failure, the controller's
+	// verdict in drainFailure, the daemon reported as Degraded; recorded
+	// before the report. A node Degraded with that drain still asked for
+	// and no verdict is then the daemon's own report, its verdict
+	// removed by a person to have the drain tried again, and not an
+	// older controller's verdict, written as the state itself.
+	DrainFailed string `json:"drainFailed,omitempty"`
 }
 
 // UpdateRecord is one update of the node to a desired image and config.

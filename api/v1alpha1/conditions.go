@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 )
 
 // Condition types of MachineConfigPool.
@@ -82,15 +83,19 @@ const (
 	ReasonBuildInterrupted     = "BuildInterrupted"
 	ReasonBuildRunning         = "BuildRunning"
 	ReasonBuildPending         = "BuildPending"
-	ReasonUnknownPool          = "UnknownPool"
-	ReasonPoolConflict         = "PoolAlreadyLayered"
-	ReasonNoRenderedConfig     = "WaitingForRenderedConfig"
-	ReasonMissingSecret        = "MissingSecret"
-	ReasonInvalidSecret        = "InvalidSecret"
-	ReasonNoBaseImage          = "NoBaseImage"
-	ReasonBaseUnreachable      = "BaseImageUnreachable"
-	ReasonInvalidInput         = "InvalidInput"
-	ReasonInputsChanged        = "InputsChanged"
+	// ReasonRetrying: a step failed in a way that may heal by itself (a
+	// registry or the API server did not answer); the message says what
+	// failed and when it is tried next.
+	ReasonRetrying         = "Retrying"
+	ReasonUnknownPool      = "UnknownPool"
+	ReasonPoolConflict     = "PoolAlreadyLayered"
+	ReasonNoRenderedConfig = "WaitingForRenderedConfig"
+	ReasonMissingSecret    = "MissingSecret"
+	ReasonInvalidSecret    = "InvalidSecret"
+	ReasonNoBaseImage      = "NoBaseImage"
+	ReasonBaseUnreachable  = "BaseImageUnreachable"
+	ReasonInvalidInput     = "InvalidInput"
+	ReasonInputsChanged    = "InputsChanged"
 	// ReasonCurrentImageMissing: the image the MachineOSConfig's nodes are
 	// to run is gone from the registry; it is not rebuilt unless asked.
 	ReasonCurrentImageMissing = "CurrentImageMissing"
@@ -187,7 +192,7 @@ const (
 	// writes to /run/ostree/auth.json; absent: none), healthCheckTimeout
 	// (a Go duration), pool (the pool that owns the node),
 	// lastAppliedDrain (the drain or uncordon request last carried out),
-	// drainStarted and cordonedFor.
+	// drainFailure, drainStarted and cordonedFor.
 	//
 	// Written by the daemon (and only these; config/policy refuses it the
 	// others): currentConfig, currentImage (from bootc status),
@@ -207,8 +212,10 @@ const (
 	// controller's), stagedImage and stagedLive (the daemon's); see
 	// rollout_types.go.
 	//
-	// The controller also writes state=Degraded with the reason when a
-	// drain runs past the pool's drainTimeout.
+	// state and reason have the daemon as their one writer: a drain that
+	// runs past the pool's drainTimeout is the controller's verdict in
+	// drainFailure, which the daemon reports as state=Degraded with its
+	// reason.
 	CurrentConfigAnnotation      = Prefix + "currentConfig"
 	DesiredConfigAnnotation      = Prefix + "desiredConfig"
 	CurrentImageAnnotation       = Prefix + "currentImage"
@@ -223,6 +230,17 @@ const (
 	LastAppliedDrainAnnotation   = Prefix + "lastAppliedDrain"
 	DisruptionAnnotation         = Prefix + "disruption"
 	BootedImageAnnotation        = Prefix + "bootedImage"
+	// DrainFailureAnnotation, written by the drain controller and read by
+	// the daemon, records the drain request the controller gave up on,
+	// past the pool's drainTimeout, and why: "<request>: <reason>"
+	// (DrainFailure), the node left cordoned. The daemon reports it as
+	// state=Degraded with the reason, for the drain it asked for only: a
+	// verdict naming another request is ignored, and the controller
+	// removes it when it carries out any other request. A person removes
+	// it to have the drain tried again. A node an older controller gave
+	// up on has none, but state=Degraded with the drain still asked for,
+	// which both sides still read as the same verdict.
+	DrainFailureAnnotation = Prefix + "drainFailure"
 	// DrainStartedAnnotation records when the controller first cordoned
 	// the node for the current drain request (RFC 3339, to the nanosecond), so that the
 	// drain timeout survives a restart of the controller.
@@ -250,6 +268,28 @@ const (
 	DrainRequestPrefix    = "drain-"
 	UncordonRequestPrefix = "uncordon-"
 )
+
+// DrainFailure is the drainFailure value for drain request request (its
+// "drain-<key>") given up on for reason. The controller writes it and
+// the daemon parses it (ParseDrainFailure), so its form is defined once
+// here.
+func DrainFailure(request, reason string) string {
+	return request + drainFailureSeparator + reason
+}
+
+// ParseDrainFailure splits a drainFailure value into the drain request
+// it names and the reason; ok is false for a value of another form.
+func ParseDrainFailure(value string) (request, reason string, ok bool) {
+	request, reason, ok = strings.Cut(value, drainFailureSeparator)
+	if !ok || !strings.HasPrefix(request, DrainRequestPrefix) {
+		return "", "", false
+	}
+	return request, reason, true
+}
+
+// drainFailureSeparator ends the request in a drainFailure value; no
+// request holds it.
+const drainFailureSeparator = ": "
 
 // Values of the node state annotation.
 const (

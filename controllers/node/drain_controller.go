@@ -37,7 +37,10 @@ import (
 const DefaultDrainAttempt = 10 * time.Second
 
 // DrainReconciler carries out the drain and uncordon requests of the node
-// daemons (desiredDrain), and acknowledges each in lastAppliedDrain.
+// daemons (desiredDrain), and acknowledges each in lastAppliedDrain, or,
+// for a drain it gives up on, records its verdict in drainFailure. It
+// never writes the node's state or reason: the daemon reports the
+// verdict as Degraded.
 type DrainReconciler struct {
 	Client client.Client
 	// Kube is what the drain library evicts and lists pods with.
@@ -181,9 +184,10 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		// Not a request this version understands; the daemon writes it.
 		logger.V(1).Info("Ignoring a drain request this version does not understand")
 		return ctrl.Result{}, nil
-	case node.Annotations[v1alpha1.StateAnnotation] == v1alpha1.NodeStateDegraded:
+	case drainVerdict(node, want) != "":
 		// A drain that timed out: the node is left cordoned for a person.
-		logger.V(1).Info("Not draining a Degraded node; it is left cordoned for a person")
+		logger.V(1).Info("Not draining a node whose drain failed; it is left cordoned for a person",
+			"verdict", drainVerdict(node, want))
 		return ctrl.Result{}, nil
 	}
 
@@ -216,11 +220,30 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	reason := fmt.Sprintf("Drain timed out after %s (drainTimeout); the node is left cordoned: %s", timeout, why)
 	r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, "DrainFailed", "Drain", "%s", reason)
-	if err := r.acknowledge(ctx, node, "", &reason, false); err != nil {
+	if err := r.acknowledge(ctx, node, want, &reason, false); err != nil {
 		return ctrl.Result{}, err
 	}
 	logger.Info("Drain timed out; the node is left cordoned and Degraded", "drainTimeout", timeout.String(), "blockers", why)
 	return ctrl.Result{}, nil
+}
+
+// drainVerdict names the annotation that says drain request want was
+// given up on and waits for a person ("" when none does): drainFailure
+// naming it (this controller's verdict), or the state, Degraded with the
+// drain still asked for. The daemon reports that only for a drain given
+// up on: this controller's verdict, which it mirrors; an older
+// controller's, written as the state itself, with no drainFailure; or,
+// once a person removed drainFailure to have the drain tried again, until
+// the daemon reports Working, whose write brings the node back here to be
+// drained.
+func drainVerdict(node *corev1.Node, want string) string {
+	if request, _, ok := v1alpha1.ParseDrainFailure(node.Annotations[v1alpha1.DrainFailureAnnotation]); ok && request == want {
+		return v1alpha1.DrainFailureAnnotation
+	}
+	if node.Annotations[v1alpha1.StateAnnotation] == v1alpha1.NodeStateDegraded {
+		return v1alpha1.StateAnnotation
+	}
+	return ""
 }
 
 // refusedAtOnce drops Retry-After from 429 answers (an eviction a budget
@@ -270,7 +293,9 @@ func (r *DrainReconciler) helper(ctx context.Context) *drain.Helper {
 // so that retries and a restarted controller count from there), claims the cordon for update
 // key, and cordons the node, in one patch: the record of Strata's cordon
 // comes with the cordon, so no crash leaves one without the other, and
-// a drain costs one write before its evictions, not three. A node
+// a drain costs one write before its evictions, not three. The same
+// patch removes the verdict on an earlier request (drainFailure), which
+// the daemon ignores already, so that no stale one is left to read. A node
 // already cordoned without a record was cordoned by someone else: it is
 // drained but not claimed, and stays cordoned after the update. A record
 // from an earlier update of Strata's own cordon moves to this one.
@@ -290,6 +315,9 @@ func (r *DrainReconciler) startDrain(ctx context.Context, node *corev1.Node, key
 		log.FromContext(ctx).Info("The node is cordoned by someone else: draining it, and leaving it cordoned after the update")
 	default:
 		annotations[v1alpha1.CordonedForAnnotation] = key
+	}
+	if _, ok := node.Annotations[v1alpha1.DrainFailureAnnotation]; ok {
+		annotations[v1alpha1.DrainFailureAnnotation] = nil
 	}
 	patch := map[string]any{}
 	if len(annotations) > 0 {
@@ -324,21 +352,22 @@ func (r *DrainReconciler) forgetCordon(ctx context.Context, node *corev1.Node) e
 	return nil
 }
 
-// acknowledge records the outcome of a request: lastAppliedDrain when it
-// was carried out, or state Degraded with the reason when the drain gave
-// up; uncordoned forgets the record of Strata's cordon. Either way the drain start is forgotten, so that a person who clears
-// the Degraded state gets a whole new drainTimeout.
-func (r *DrainReconciler) acknowledge(ctx context.Context, node *corev1.Node, applied string, failure *string, uncordoned bool) error {
-	ann := map[string]any{v1alpha1.DrainStartedAnnotation: nil}
-	if applied != "" {
-		ann[v1alpha1.LastAppliedDrainAnnotation] = applied
+// acknowledge records the outcome of request: lastAppliedDrain when it
+// was carried out, or drainFailure naming it with the reason when the
+// drain gave up (the daemon reports the node Degraded with it; this
+// controller writes no state or reason); uncordoned forgets the record of
+// Strata's cordon. A verdict on an earlier request goes: it is no longer
+// the node's latest. Either way the drain start is forgotten, so that a
+// person who removes drainFailure gets a whole new drainTimeout.
+func (r *DrainReconciler) acknowledge(ctx context.Context, node *corev1.Node, request string, failure *string, uncordoned bool) error {
+	ann := map[string]any{v1alpha1.DrainStartedAnnotation: nil, v1alpha1.DrainFailureAnnotation: nil}
+	if failure == nil {
+		ann[v1alpha1.LastAppliedDrainAnnotation] = request
+	} else {
+		ann[v1alpha1.DrainFailureAnnotation] = v1alpha1.DrainFailure(request, status.Truncate(*failure, 4096))
 	}
 	if uncordoned {
 		ann[v1alpha1.CordonedForAnnotation] = nil
-	}
-	if failure != nil {
-		ann[v1alpha1.StateAnnotation] = v1alpha1.NodeStateDegraded
-		ann[v1alpha1.ReasonAnnotation] = status.Truncate(*failure, 4096)
 	}
 	raw, err := jsonPatch(ann)
 	if err != nil {

@@ -45,7 +45,16 @@ func TestDrainAndUncordonOnRequest(t *testing.T) {
 	}
 }
 
-func TestDrainPastItsTimeoutDegradesTheNodeAndNamesTheBudget(t *testing.T) {
+// TestDrainPastItsTimeoutRecordsTheVerdictAndNamesTheBudget: a drain a
+// budget blocks past the pool's drainTimeout leaves the node cordoned,
+// and the controller's verdict in drainFailure, naming the request, the
+// pod and the budget. The controller writes no state or reason: the
+// daemon, their one writer, reports the verdict as Degraded. While the
+// node reports Degraded with the drain asked for, the drain is not tried
+// again, also once a person removed the verdict; the daemon's Working
+// report then has it tried again, and a verdict on an earlier request
+// goes once another is carried out.
+func TestDrainPastItsTimeoutRecordsTheVerdictAndNamesTheBudget(t *testing.T) {
 	ctx := context.Background()
 	// Three attempts' worth (each 2 s, see startController): the first
 	// must end inside the timeout, also on a loaded machine, for the
@@ -71,26 +80,37 @@ func TestDrainPastItsTimeoutDegradesTheNodeAndNamesTheBudget(t *testing.T) {
 		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}},
 	}))
 	logs := startController(t)
-	f.annotate("pdb-0", v1alpha1.NodePoolAnnotation, "pdb", v1alpha1.DesiredDrainAnnotation, "drain-k2")
-	eventually(t, "degraded by the drain timeout", func() error {
-		n := f.node("pdb-0")
-		reason := n.Annotations[v1alpha1.ReasonAnnotation]
-		if n.Annotations[v1alpha1.StateAnnotation] != v1alpha1.NodeStateDegraded {
-			return fmt.Errorf("state %q", n.Annotations[v1alpha1.StateAnnotation])
+	// The daemon reports Working as it asks for the drain.
+	f.annotate("pdb-0", v1alpha1.NodePoolAnnotation, "pdb", v1alpha1.StateAnnotation, v1alpha1.NodeStateWorking,
+		v1alpha1.DesiredDrainAnnotation, "drain-k2")
+	var reason string
+	eventually(t, "the drain timeout's verdict", func() error {
+		value := f.node("pdb-0").Annotations[v1alpha1.DrainFailureAnnotation]
+		request, why, ok := v1alpha1.ParseDrainFailure(value)
+		if !ok || request != "drain-k2" {
+			return fmt.Errorf("drainFailure %q does not name drain-k2", value)
 		}
 		for _, want := range []string{"Drain timed out after 6s", "pod " + ns.Name + "/guarded", "PodDisruptionBudget " + ns.Name + "/keep-one"} {
-			if !strings.Contains(reason, want) {
-				return fmt.Errorf("reason %q does not say %q", reason, want)
+			if !strings.Contains(why, want) {
+				return fmt.Errorf("drainFailure %q does not say %q", value, want)
 			}
 		}
+		reason = why
 		return nil
 	})
+	// Written in the verdict's patch, had the controller written them.
 	n := f.node("pdb-0")
+	if st, r := n.Annotations[v1alpha1.StateAnnotation], n.Annotations[v1alpha1.ReasonAnnotation]; st != v1alpha1.NodeStateWorking || r != "" {
+		t.Errorf("the drain controller wrote the daemon's state %q and reason %q; the daemon alone reports them", st, r)
+	}
 	if !n.Spec.Unschedulable {
 		t.Error("a node whose drain timed out was uncordoned; it must stay cordoned for a person")
 	}
 	if got := n.Annotations[v1alpha1.LastAppliedDrainAnnotation]; got == "drain-k2" {
 		t.Error("a drain that timed out was acknowledged as done")
+	}
+	if s := n.Annotations[v1alpha1.DrainStartedAnnotation]; s != "" {
+		t.Errorf("drainStarted %q is left behind: a retry would not get a whole drainTimeout", s)
 	}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil || pod.DeletionTimestamp != nil {
 		t.Errorf("the guarded pod was evicted despite its budget: %v", err)
@@ -99,6 +119,34 @@ func TestDrainPastItsTimeoutDegradesTheNodeAndNamesTheBudget(t *testing.T) {
 	timedOut := logs.Wait(t, timeout, "Drain timed out; the node is left cordoned and Degraded", map[string]string{"name": "pdb-0", "request": "drain-k2", "drainTimeout": "6s"})
 	if b, _ := timedOut["blockers"].(string); !strings.Contains(b, "PodDisruptionBudget "+ns.Name+"/keep-one") {
 		t.Errorf("the timeout's log names blockers %q, want the budget", b)
+	}
+
+	// The daemon reports the verdict; the cause is fixed (the pod gone),
+	// and a person removes the verdict. The node still reports Degraded
+	// for its drain, as one an older controller gave up on does: no
+	// drain until the daemon reports Working.
+	f.annotate("pdb-0", v1alpha1.StateAnnotation, v1alpha1.NodeStateDegraded, v1alpha1.ReasonAnnotation, reason)
+	must(t, env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)))
+	f.annotate("pdb-0", v1alpha1.DrainFailureAnnotation, "")
+	logs.Wait(t, timeout, "Not draining a node whose drain failed; it is left cordoned for a person",
+		map[string]string{"name": "pdb-0", "request": "drain-k2", "verdict": v1alpha1.StateAnnotation})
+	if n := f.node("pdb-0"); n.Annotations[v1alpha1.LastAppliedDrainAnnotation] == "drain-k2" || n.Annotations[v1alpha1.DrainStartedAnnotation] != "" {
+		t.Errorf("drained a node that reports Degraded for its drain: lastAppliedDrain %q, drainStarted %q",
+			n.Annotations[v1alpha1.LastAppliedDrainAnnotation], n.Annotations[v1alpha1.DrainStartedAnnotation])
+	}
+	f.annotate("pdb-0", v1alpha1.StateAnnotation, v1alpha1.NodeStateWorking, v1alpha1.ReasonAnnotation, "")
+	if n := f.acknowledged("pdb-0", "drain-k2"); n.Annotations[v1alpha1.DrainFailureAnnotation] != "" {
+		t.Errorf("drainFailure %q after the drain tried again succeeded", n.Annotations[v1alpha1.DrainFailureAnnotation])
+	}
+
+	// A verdict on an earlier request goes with the next one.
+	f.annotate("pdb-0", v1alpha1.DrainFailureAnnotation, v1alpha1.DrainFailure("drain-k1", "Drain timed out"),
+		v1alpha1.DesiredDrainAnnotation, "drain-k3")
+	if n := f.acknowledged("pdb-0", "drain-k3"); n.Annotations[v1alpha1.DrainFailureAnnotation] != "" {
+		t.Errorf("drainFailure %q on an earlier request is left beside drain-k3", n.Annotations[v1alpha1.DrainFailureAnnotation])
+	}
+	if n := f.node("pdb-0"); n.Annotations[v1alpha1.StateAnnotation] != v1alpha1.NodeStateWorking {
+		t.Errorf("state %q: the drain controller wrote the daemon's state", n.Annotations[v1alpha1.StateAnnotation])
 	}
 }
 

@@ -287,6 +287,18 @@ func TestDrainTimeoutIsCounted(t *testing.T) {
 	n := f.node(taken[0])
 	key := v1alpha1.UpdateKey(n.Annotations[v1alpha1.DesiredImageAnnotation], n.Annotations[v1alpha1.DesiredConfigAnnotation])
 	f.annotate(node, v1alpha1.StateAnnotation, v1alpha1.NodeStateWorking, v1alpha1.DesiredDrainAnnotation, v1alpha1.DrainRequestPrefix+key)
+	// The daemon reports the controller's verdict as Degraded.
+	var reason string
+	eventually(t, "the drain timeout's verdict", func() error {
+		value := f.node(node).Annotations[v1alpha1.DrainFailureAnnotation]
+		request, why, ok := v1alpha1.ParseDrainFailure(value)
+		if !ok || request != v1alpha1.DrainRequestPrefix+key {
+			return fmt.Errorf("drainFailure %q", value)
+		}
+		reason = why
+		return nil
+	})
+	f.annotate(node, v1alpha1.StateAnnotation, v1alpha1.NodeStateDegraded, v1alpha1.ReasonAnnotation, reason)
 
 	waitMetric(t, "strata_drains_total{result=TimedOut}", func() float64 { return testutil.ToFloat64(metrics.Drains.WithLabelValues(pool, "TimedOut")) }, 1)
 	if got := testutil.ToFloat64(metrics.Drains.WithLabelValues(pool, "Succeeded")); got != 0 {
