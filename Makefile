@@ -94,9 +94,15 @@ HEAVY_PKGS := ./cmd/... ./builder/job ./controllers/build ./rollout ./test/simno
 test: infra ## Run unit and envtest integration tests (all but HEAVY_PKGS: make test-heavy).
 	heavy=$$(go list $(HEAVY_PKGS)) && go test -count=1 $$(go list ./... | grep -vxF "$$heavy")
 
+# The build side's randomized convergence test runs a few sequences in
+# make test and CONVERGENCE_SEQUENCES here (about 4 s each); a failure
+# prints the seed and the command that replays its sequence.
+CONVERGENCE_SEQUENCES ?= 200
+
 .PHONY: test-heavy
-test-heavy: infra ## Run the heavy packages: commands, rollouts and simulated nodes end to end, builds, scale.
+test-heavy: infra ## Run the heavy packages (commands, rollouts and simulated nodes end to end, builds, scale) and 200 convergence sequences.
 	go test -count=1 $(HEAVY_PKGS)
+	STRATA_CONVERGENCE_SEQUENCES=$(CONVERGENCE_SEQUENCES) STRATA_CONVERGENCE_STEPS=20 go test -count=1 -timeout 60m ./test/convergence -run TestConvergence -v
 
 .PHONY: bench-memory
 bench-memory: infra ## Print the peak RSS of 4 concurrent configuration-layer builds of the worst inputs (goal: under 200 MB).

@@ -174,12 +174,24 @@ const (
 // MachineOSBuildStatus is the observed state of a build.
 type MachineOSBuildStatus struct {
 	// conditions: Prepared, Building, Succeeded, Failed, Interrupted.
-	// Succeeded, Failed and Interrupted are terminal.
+	// Succeeded and Failed are final. Interrupted ends an attempt whose
+	// inputs stopped being the pool's current ones; it is final only while
+	// they stay so: when the inputs come back (a change reverted), the
+	// controller starts the build again as a new attempt (status.attempt
+	// grows by one, the conditions go back to Prepared), so a build of the
+	// current inputs always ends Succeeded or Failed.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// attempt counts the runs of this build: 1 (or unset) for the first,
+	// one more each time an interrupted build's inputs became current
+	// again and it was started anew. The status describes the latest.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Attempt int32 `json:"attempt,omitempty"`
 
 	// builder is the builder running or that ran the build.
 	// +optional
@@ -264,6 +276,7 @@ type MachineOSBuildStatus struct {
 // +kubebuilder:printcolumn:name="Succeeded",type=string,JSONPath=`.status.conditions[?(@.type=="Succeeded")].status`
 // +kubebuilder:printcolumn:name="Interrupted",type=string,JSONPath=`.status.conditions[?(@.type=="Interrupted")].status`
 // +kubebuilder:printcolumn:name="Failed",type=string,JSONPath=`.status.conditions[?(@.type=="Failed")].status`
+// +kubebuilder:printcolumn:name="Attempt",type=integer,JSONPath=`.status.attempt`
 // +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.status.strategy`,priority=1
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.digestedImagePushSpec`,priority=1
 // +kubebuilder:printcolumn:name="BootDisk",type=string,JSONPath=`.status.conditions[?(@.type=="BootDisk")].reason`,priority=1

@@ -46,8 +46,9 @@ With -f, logs waits for each container in turn to start and follows it to
 its end, so a build that is still pulling is followed through the build and
 the push; the summary is read again at the end.
 
-Finished builds' Jobs are deleted with their builds' history; the failure's
-last log lines stay in the MachineOSBuild's status.`,
+A build's Job, its pods and the Secret of its inputs are deleted once the
+build ends; the failure's last log lines stay in the MachineOSBuild's
+status. Follow a running build (-f) to keep its whole log.`,
 		Example: `  stratactl logs worker-4f2c0a9d1e7b
   stratactl logs worker-4f2c0a9d1e7b -f     # follow a running build
   stratactl logs worker-4f2c0a9d1e7b -c build`,
@@ -204,7 +205,7 @@ func logSources(ctx context.Context, c client.Reader, b *v1alpha1.MachineOSBuild
 		return nil, "", fmt.Errorf("list the pods of Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
 	if len(pods.Items) == 0 {
-		return nil, fmt.Sprintf("Job %s/%s of MachineOSBuild %s has no pod (any more): a finished build's Job goes with the build history; the status below keeps the failure's last log lines.",
+		return nil, fmt.Sprintf("Job %s/%s of MachineOSBuild %s has no pod (any more): a build's Job goes when the build ends; the status below keeps the failure's last log lines.",
 			job.Namespace, job.Name, b.Name), nil
 	}
 	slices.SortStableFunc(pods.Items, func(x, y corev1.Pod) int {

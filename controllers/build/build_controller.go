@@ -38,16 +38,14 @@ import (
 // and their Secrets before the MachineOSConfig goes.
 const finalizer = v1alpha1.Prefix + "build-cleanup"
 
-// retryInputs is how soon inputs that may heal by themselves (an
-// unreachable registry) are tried again.
-const retryInputs = 30 * time.Second
-
 // Reconciler builds the images of layered pools.
 type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
 	Config   Config
 	Registry registry.Client
+
+	retries backoff
 }
 
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineosconfigs,verbs=get;list;watch;update;patch
@@ -236,6 +234,8 @@ type scope struct {
 	removeAnnotations []string
 	// missing is the current image when the registry no longer has it.
 	missing string
+	// retry is set when a step failed and is tried again.
+	retry *retrying
 }
 
 // afterWrite runs fn once the build's status is written.
@@ -251,6 +251,14 @@ func (s *scope) requeue(d time.Duration) {
 	if s.after == 0 || d < s.after {
 		s.after = d
 	}
+}
+
+// retrying is a reconcile's failure that may heal by itself, and when the
+// next try is.
+type retrying struct {
+	err   error
+	after time.Duration
+	at    time.Time
 }
 
 type problem struct {
@@ -271,6 +279,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !mosc.DeletionTimestamp.IsZero() {
+		r.retries.forget(mosc.Name)
 		return ctrl.Result{}, r.finalize(ctx, mosc)
 	}
 	if controllerutil.AddFinalizer(mosc, finalizer) {
@@ -279,10 +288,26 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	before := mosc.DeepCopy()
 	s := &scope{mosc: mosc}
 	err := r.reconcileBuild(ctx, s)
+	if apierrors.IsConflict(err) {
+		// Someone wrote first: read again at once, saying nothing.
+		return ctrl.Result{}, errors.Join(err, r.writeBuildStatus(ctx, s))
+	}
+	if err != nil {
+		// What failed may heal by itself (a registry or the API server
+		// that did not answer). The status says so and when the next try
+		// is, and the try comes on the controller's own bounded backoff,
+		// not the work queue's, which grows to minutes.
+		s.retry = &retrying{err: err, after: r.retries.next(mosc.Name, r.Config.MaxRetryDelay.Duration)}
+		s.retry.at = time.Now().Add(s.retry.after)
+		s.requeue(s.retry.after)
+		log.FromContext(ctx).Info("Reconcile failed; trying again", "error", err.Error(), "after", s.retry.after)
+	} else {
+		r.retries.forget(mosc.Name)
+	}
 	// The build's progress is written even when a step failed, so that
 	// the status says what is being retried.
-	if werr := r.writeBuildStatus(ctx, s); werr != nil || err != nil {
-		return ctrl.Result{}, errors.Join(err, werr)
+	if err := r.writeBuildStatus(ctx, s); err != nil {
+		return ctrl.Result{}, err
 	}
 	setConfigStatus(s)
 	logProblem(ctx, before, mosc)
@@ -305,7 +330,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	if s.problem != nil && s.problem.reason == v1alpha1.ReasonBaseUnreachable {
-		s.requeue(retryInputs)
+		s.requeue(r.Config.MaxRetryDelay.Duration)
 	}
 	return ctrl.Result{RequeueAfter: s.after}, nil
 }
@@ -330,12 +355,32 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 	if err != nil {
 		return err
 	}
+	// A build of an earlier MachineOSConfig of the same name (deleted and
+	// made again while its builds ran, faster than they were cleaned up)
+	// is not this one's to continue: it goes, with its Job.
+	mine := builds[:0]
+	for i := range builds {
+		if !metav1.IsControlledBy(&builds[i], s.mosc) {
+			log.FromContext(ctx).Info("Deleting a build of an earlier MachineOSConfig of the same name", "build", builds[i].Name)
+			if err := r.deleteBuild(ctx, &builds[i]); err != nil {
+				return err
+			}
+			continue
+		}
+		mine = append(mine, builds[i])
+	}
+	builds = mine
 	for i := range builds {
 		if b := &builds[i]; b.Name != name && !terminal(b) {
 			if err := r.interrupt(ctx, b, name); err != nil {
 				return err
 			}
 		}
+	}
+	// Jobs and their Secrets (which hold the build's inputs) go once the
+	// build's end is written, so a terminal build has neither.
+	if err := r.sweepJobs(ctx, builds); err != nil {
+		return err
 	}
 	for i := range builds {
 		if builds[i].Name == name {
@@ -346,6 +391,12 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 		if err := r.createBuild(ctx, s, name, in); err != nil {
 			return err
 		}
+	}
+	if isTrue(s.build, v1alpha1.BuildInterrupted) {
+		// The inputs it was interrupted for are current again (a change
+		// reverted): no build of the current inputs waits on one that
+		// ended.
+		restart(ctx, s, in)
 	}
 
 	switch {
@@ -363,7 +414,7 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 			// of a 404 that may be the registry's mistake: it is
 			// reported, checked again, and rebuilt only when asked.
 			s.missing = image
-			s.requeue(retryInputs)
+			s.requeue(r.Config.MaxRetryDelay.Duration)
 		case !ok:
 			// An older build's image, which the inputs went back to, is
 			// gone: build it again, since nodes get a new image anyway.
@@ -381,8 +432,8 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 			}
 		}
 	case terminal(s.build):
-		// Failed or Interrupted: nothing runs until the inputs change or
-		// a rebuild is asked for.
+		// Failed: nothing runs until the inputs change or a rebuild is
+		// asked for.
 	default:
 		if err := r.runBuild(ctx, s, in); err != nil {
 			return err

@@ -3,6 +3,7 @@ package build
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/poolstatus"
+	"github.com/strata-dev/strata/internal/registry"
 	"github.com/strata-dev/strata/internal/status"
 )
 
@@ -102,6 +104,17 @@ func setConfigStatus(s *scope) {
 			ready.Reason, ready.Message = v1alpha1.ReasonBuildFailed, "The newest build failed; nodes keep their image"
 		default:
 			ready.Reason, ready.Message = v1alpha1.ReasonBuildRunning, "Build "+b.Name+" is running"
+		}
+	}
+	if s.retry != nil {
+		// What failed and when it is tried again; an error of a registry
+		// or the API server names objects and addresses, never a Secret's
+		// content.
+		note := fmt.Sprintf("%v; trying again at %s", registry.Explain(s.retry.err), s.retry.at.UTC().Format(time.RFC3339))
+		if ready.Status == metav1.ConditionTrue {
+			ready.Message += "; a later step failed: " + note
+		} else {
+			ready.Reason, ready.Message = v1alpha1.ReasonRetrying, note
 		}
 	}
 	ready.Message = status.Message(ready.Message)

@@ -55,7 +55,17 @@ type Config struct {
 	// BaseResolveInterval is how often a base image's tag is resolved
 	// again: the pace at which pools follow their OS vendor's updates.
 	BaseResolveInterval metav1.Duration `json:"baseResolveInterval,omitempty"`
+	// MaxRetryDelay bounds how long a MachineOSConfig whose reconcile
+	// failed in a way that may heal by itself (a registry that did not
+	// answer) waits before the next try: tries back off from half a
+	// second, doubling, up to this. Unset: DefaultMaxRetryDelay.
+	MaxRetryDelay metav1.Duration `json:"maxRetryDelay,omitempty"`
 }
+
+// DefaultMaxRetryDelay is the longest wait between two tries of a
+// MachineOSConfig whose reconcile failed, when the configuration does not
+// say: a registry back from an outage is used again within it.
+const DefaultMaxRetryDelay = 30 * time.Second
 
 // withDefaults fills what was left empty.
 func (c Config) withDefaults() (Config, error) {
@@ -70,6 +80,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BaseResolveInterval.Duration == 0 {
 		c.BaseResolveInterval.Duration = DefaultBaseResolveInterval
+	}
+	if c.MaxRetryDelay.Duration == 0 {
+		c.MaxRetryDelay.Duration = DefaultMaxRetryDelay
+	}
+	if c.MaxRetryDelay.Duration < 0 {
+		return c, errors.New("maxRetryDelay must not be negative")
 	}
 	if c.BaseResolveInterval.Duration < 0 {
 		return c, errors.New("baseResolveInterval must not be negative")

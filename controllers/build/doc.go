@@ -39,9 +39,22 @@
 // nothing is rebuilt until the rebuild annotation asks, since a rebuilt
 // image would roll out to every node again. An older build's lost image
 // is built again (a Warning Event says so). New inputs interrupt a
-// running build. A failure leaves the previous image current, so nodes keep
-// what they run, and says what failed on the MachineOSBuild, the
-// MachineOSConfig and the pool (ImageBuildDegraded).
+// running build. No build of the current inputs waits on one that ended:
+// an interrupted build whose inputs become current again (a change
+// reverted) is started again as a new attempt (status.attempt), a build
+// whose Job someone deleted gets a new Job, and the builds of an earlier
+// MachineOSConfig of the same name are deleted, not continued. A build's
+// Job and the Secret of its inputs are deleted once its end is written. A
+// failure leaves the previous image current, so nodes keep what they run,
+// and says what failed on the MachineOSBuild, the MachineOSConfig and the
+// pool (ImageBuildDegraded).
+//
+// A step that fails in a way that may heal by itself (a registry or the
+// API server that did not answer) is tried again on the controller's own
+// backoff (from half a second, doubling, up to maxRetryDelay), and the
+// MachineOSConfig's Ready condition says what failed and when the next try
+// is (reason Retrying); test/convergence checks, over random sequences of
+// changes and failures, that the controller converges.
 //
 // A MachineOSConfig builds only for a pool it holds: it claims the pool
 // (the layered-by annotation, first come) and layering.Holder, which the
@@ -49,7 +62,8 @@
 // of the same pool reports PoolAlreadyLayered and builds nothing.
 //
 // Each reconcile changes the current build in memory and writes its status
-// once, at its end, even when a step failed (writeBuildStatus); what is
+// once, at its end, even when a step failed (writeBuildStatus), and then
+// the MachineOSConfig's and the pool's, also when a step failed; what is
 // said of a state change (Events, logs, metrics) is said only once that
 // write succeeded.
 package build

@@ -252,7 +252,7 @@ func (r *Reconciler) pinBase(ctx context.Context, s *scope, spec, fieldName stri
 		if pinned != nil {
 			r.Recorder.Eventf(mosc, nil, corev1.EventTypeWarning, "BaseImageUnresolved", "Resolve",
 				"%s: %v; building on %s until it resolves", fieldName, err, pinned.DigestedPullSpec)
-			s.requeue(retryInputs)
+			s.requeue(r.Config.MaxRetryDelay.Duration)
 			return pinned.DigestedPullSpec
 		}
 		s.problem = &problem{v1alpha1.ReasonBaseUnreachable, fmt.Sprintf("%s: %v", fieldName, err)}

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -111,6 +112,13 @@ func (r *Reconciler) driveJob(ctx context.Context, s *scope, res *containerfile.
 		// Made before a restart: adopt it.
 		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(jb), jb); err != nil {
 			return job.Status{}, "", err
+		}
+		if !jb.DeletionTimestamp.IsZero() || !metav1.IsControlledBy(jb, b) {
+			// The Job of an earlier attempt or an earlier build of the
+			// same name, on its way out: its deletion brings the next
+			// reconcile, which makes this one's.
+			s.requeue(time.Second)
+			return job.Status{Phase: job.PhasePending}, jb.Name, nil
 		}
 	} else {
 		log.FromContext(ctx).Info("Created Job", "build", b.Name, "job", jb.Name, "pushSpec", pushSpec)
@@ -280,8 +288,60 @@ func (r *Reconciler) interrupt(ctx context.Context, b *v1alpha1.MachineOSBuild, 
 	return nil
 }
 
-// deleteJob deletes a build's Job (with its pods) and Secret.
+// restart starts an interrupted build of the current inputs again, as a
+// new attempt: its status is that of a build just prepared, with the
+// attempt counted, and the reconcile runs it at once. Its Job went when
+// it was interrupted.
+func restart(ctx context.Context, s *scope, in *inputs) {
+	b := s.build
+	attempt := max(b.Status.Attempt, 1) + 1
+	conditions := b.Status.Conditions
+	b.Status = v1alpha1.MachineOSBuildStatus{Conditions: conditions, Attempt: attempt, BaseImagePullSpec: in.base}
+	// A boot disk condition described an attempt that ended.
+	meta.RemoveStatusCondition(&b.Status.Conditions, v1alpha1.BuildBootDisk)
+	msg := fmt.Sprintf("The inputs are current again: attempt %d of %s on %s", attempt, in.rendered.Name, in.base)
+	setBuildConditions(b, statePrepared, msg)
+	log.FromContext(ctx).Info("Restarting an interrupted build whose inputs are current again", "build", b.Name, "attempt", attempt)
+	s.afterWrite(func() {
+		metrics.BuildRestarted()
+	})
+}
+
+// sweepJobs deletes the build Jobs and Secrets of builds whose end is
+// written: a Job of a terminal build would only hold the build's inputs
+// and pods. The cache answers, so a sweep that finds nothing costs no
+// request.
+func (r *Reconciler) sweepJobs(ctx context.Context, builds []v1alpha1.MachineOSBuild) error {
+	for i := range builds {
+		b := &builds[i]
+		if !terminal(b) {
+			continue
+		}
+		key := client.ObjectKey{Namespace: r.Config.Namespace, Name: job.JobName(b.Name)}
+		jobLeft := r.Client.Get(ctx, key, &batchv1.Job{}) == nil
+		secretLeft := r.Client.Get(ctx, key, &corev1.Secret{}) == nil
+		if !jobLeft && !secretLeft {
+			continue
+		}
+		if err := r.deleteBuildJob(ctx, b); err != nil {
+			return err
+		}
+		log.FromContext(ctx).V(1).Info("Deleted the Job of an ended build", "build", b.Name)
+	}
+	return nil
+}
+
+// deleteJob deletes a build's Jobs (with their pods) and Secret: the
+// build Job and the boot disk Job.
 func (r *Reconciler) deleteJob(ctx context.Context, b *v1alpha1.MachineOSBuild) error {
+	if err := r.deleteBuildJob(ctx, b); err != nil {
+		return err
+	}
+	return r.deleteDiskJob(ctx, b)
+}
+
+// deleteBuildJob deletes a build's build Job (with its pods) and Secret.
+func (r *Reconciler) deleteBuildJob(ctx context.Context, b *v1alpha1.MachineOSBuild) error {
 	name := job.JobName(b.Name)
 	background := client.PropagationPolicy(metav1.DeletePropagationBackground)
 	jb := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: r.Config.Namespace, Name: name}}
@@ -292,7 +352,7 @@ func (r *Reconciler) deleteJob(ctx context.Context, b *v1alpha1.MachineOSBuild) 
 	if err := r.Client.Delete(ctx, inputs); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Secret %s: %w", name, err)
 	}
-	return r.deleteDiskJob(ctx, b)
+	return nil
 }
 
 func (r *Reconciler) deleteBuild(ctx context.Context, b *v1alpha1.MachineOSBuild) error {

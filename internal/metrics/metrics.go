@@ -99,6 +99,12 @@ var (
 		Help:    "Time from a boot disk Job's creation to the disk published or failed, by result.",
 		Buckets: []float64{10, 30, 60, 120, 300, 600, 1200, 2400, 3600},
 	}, []string{"result"})
+	// BuildRestarts counts interrupted builds started again because their
+	// inputs became current again.
+	BuildRestarts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "strata_build_restarts_total",
+		Help: "Interrupted builds started again as a new attempt because their inputs became the pool's current ones again.",
+	})
 	// BootDisks counts boot disks that were published or failed.
 	BootDisks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "strata_boot_disks_total",
@@ -109,7 +115,7 @@ var (
 // collectors are every metric of this package.
 var collectors = []prometheus.Collector{PoolNodes, PoolUpdatedNodes, PoolDegraded, PoolGateHeld, PoolGateHolds,
 	NodeUpdatePhaseDuration, NodeUpdates, NodeRollbacks, Drains,
-	BuildDuration, BuildStageDuration, Builds, BootDiskDuration, BootDisks}
+	BuildDuration, BuildStageDuration, Builds, BuildRestarts, BootDiskDuration, BootDisks}
 
 func init() {
 	crmetrics.Registry.MustRegister(collectors...)
@@ -210,6 +216,9 @@ func BuildEnded(result string, duration time.Duration, known bool, stages []Stag
 		}
 	}
 }
+
+// BuildRestarted counts an interrupted build started again.
+func BuildRestarted() { BuildRestarts.Inc() }
 
 func boolValue(b bool) float64 {
 	if b {

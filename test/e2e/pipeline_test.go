@@ -121,6 +121,9 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		build := waitBuild(ctx, c, "")
 		jobCreated := waitJob(ctx, build.Name)
 		GinkgoWriter.Printf("MEASURE MachineConfig created to build Job created: %s\n", jobCreated.Sub(mcCreated).Round(time.Millisecond))
+		By("looking for the push secret's credentials where users read, while the build runs")
+		waitPod(ctx, job.JobName(build.Name))
+		expectNoCredentials(ctx, c, build, e2ePushAuth)
 
 		build = waitBuildCondition(ctx, c, build.Name, v1alpha1.BuildSucceeded)
 		Expect(build.Status.BuildStart).NotTo(BeNil())
@@ -139,7 +142,7 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		Expect(labels).To(HaveKeyWithValue("machineconfiguration.strata.dev/rendered-config", build.Spec.MachineConfig.Name))
 		Expect(labels["machineconfiguration.strata.dev/base-image-digest"]).To(HavePrefix("sha256:"))
 
-		By("looking for the push secret's credentials where users read")
+		By("looking for the push secret's credentials where users read, once the build ended: its Job and Secret are gone")
 		expectNoCredentials(ctx, c, build, e2ePushAuth)
 
 		first = build
@@ -172,19 +175,14 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		Expect(build.Status.Failure.LogTail).NotTo(BeEmpty())
 		GinkgoWriter.Printf("Failure: %s\n", build.Status.Failure.Message)
 
-		By("reading the failed build's log with stratactl logs, through the API")
-		out, err := stratactl(ctx, "logs", build.Name)
-		Expect(err).NotTo(HaveOccurred(), "%s", out)
-		Expect(out).To(ContainSubstring("container build <=="))
-		Expect(out).To(ContainSubstring("about to fail"))
-		Expect(out).To(ContainSubstring("failed at stage"))
-		// Following one container of a finished pod ends at its end.
-		out, err = stratactl(ctx, "logs", build.Name, "-f", "-c", "build")
-		Expect(err).NotTo(HaveOccurred(), "%s", out)
-		Expect(out).To(ContainSubstring("container build <=="))
-		Expect(out).To(ContainSubstring("about to fail"))
-		Expect(out).NotTo(ContainSubstring("container push <=="))
-		Expect(out).To(ContainSubstring("failed at stage"))
+		By("reading the failed build's log with stratactl logs: its Job went when it ended, the status keeps the log's last lines")
+		Eventually(func(g Gomega) {
+			out, err := stratactl(ctx, "logs", build.Name)
+			g.Expect(err).NotTo(HaveOccurred(), "%s", out)
+			g.Expect(out).To(ContainSubstring("has no pod (any more)"))
+			g.Expect(out).To(ContainSubstring("about to fail"))
+			g.Expect(out).To(ContainSubstring("failed at stage"))
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 
 		Expect(c.Get(ctx, client.ObjectKey{Name: "e2e"}, m)).To(Succeed())
 		Expect(m.Status.CurrentImagePullSpec).To(Equal(current), "a failed build must not move the current image")
@@ -209,13 +207,9 @@ var _ = Describe("The build pipeline", Ordered, func() {
 		restartController(ctx)
 
 		build = waitBuildCondition(ctx, c, build.Name, v1alpha1.BuildSucceeded)
-		var jobs []string
-		for _, n := range jobNames(ctx) {
-			if n == job.JobName(build.Name) {
-				jobs = append(jobs, n)
-			}
-		}
-		Expect(jobs).To(HaveLen(1), "one Job for the build, no duplicate")
+		// The Job went with the build's end; the Events say how many
+		// were made.
+		Expect(jobsCreated(ctx, build.Name)).To(Equal(1), "one Job for the build, no duplicate")
 		files, _ := imageContent(ctx, build.Status.DigestedImagePushSpec)
 		Expect(files).To(HaveKeyWithValue("etc/strata/e2e.conf", "changed while the controller dies"))
 	})
@@ -331,6 +325,20 @@ func expectNoCredentials(ctx context.Context, c client.Client, build *v1alpha1.M
 		texts[what] = raw
 	}
 	name := job.JobName(build.Name)
+	current := &v1alpha1.MachineOSBuild{}
+	Expect(c.Get(ctx, client.ObjectKeyFromObject(build), current)).To(Succeed())
+	if ended(current) {
+		// A build that ended keeps neither its Job (nor pods) nor the
+		// Secret of its inputs: only what remains is searched.
+		Eventually(func(g Gomega) {
+			_, err := clientset.CoreV1().Secrets(strataNS).Get(ctx, name, metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the build's Secret: %v", err)
+			_, err = clientset.BatchV1().Jobs(strataNS).Get(ctx, name, metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the build's Job: %v", err)
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+		searchStatusAndEvents(ctx, c, build, texts, add, needle)
+		return
+	}
 	secret, err := clientset.CoreV1().Secrets(strataNS).Get(ctx, name, metav1.GetOptions{})
 	Expect(err).NotTo(HaveOccurred(), "the build's Secret")
 	for k, v := range secret.Data {
@@ -357,6 +365,12 @@ func expectNoCredentials(ctx context.Context, c client.Client, build *v1alpha1.M
 	Expect(err).NotTo(HaveOccurred())
 	Expect(pods.Items).NotTo(BeEmpty())
 	add("pods", pods)
+	searchStatusAndEvents(ctx, c, build, texts, add, needle)
+}
+
+// searchStatusAndEvents adds the build's and its MachineOSConfig's
+// objects and every event to texts and expects needle in none of them.
+func searchStatusAndEvents(ctx context.Context, c client.Client, build *v1alpha1.MachineOSBuild, texts map[string][]byte, add func(string, any), needle []byte) {
 	mosc := &v1alpha1.MachineOSConfig{}
 	Expect(c.Get(ctx, client.ObjectKey{Name: build.Spec.MachineOSConfig.Name}, mosc)).To(Succeed())
 	add("MachineOSConfig", mosc)
@@ -372,6 +386,17 @@ func expectNoCredentials(ctx context.Context, c client.Client, build *v1alpha1.M
 	for where, text := range texts {
 		Expect(bytes.Contains(text, needle)).To(BeFalse(), "the %s holds the registry credentials", where)
 	}
+}
+
+// ended says whether a build reached Succeeded or Failed, or was
+// interrupted.
+func ended(b *v1alpha1.MachineOSBuild) bool {
+	for _, t := range []string{v1alpha1.BuildSucceeded, v1alpha1.BuildFailed, v1alpha1.BuildInterrupted} {
+		if meta.IsStatusConditionTrue(b.Status.Conditions, t) {
+			return true
+		}
+	}
+	return false
 }
 
 func machineConfig(content string) *v1alpha1.MachineConfig {
@@ -439,6 +464,34 @@ func waitBuildCondition(ctx context.Context, c client.Client, build, cond string
 		g.Expect(meta.IsStatusConditionTrue(b.Status.Conditions, cond)).To(BeTrue(), "conditions %+v", b.Status.Conditions)
 	}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	return b
+}
+
+// jobsCreated counts the JobCreated Events about a build (a series
+// counts its occurrences).
+func jobsCreated(ctx context.Context, build string) int {
+	list, err := clientset.EventsV1().Events("").List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	n := 0
+	for _, e := range list.Items {
+		if e.Regarding.Name != build || e.Reason != "JobCreated" {
+			continue
+		}
+		if e.Series != nil {
+			n += int(max(e.Series.Count, 1))
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// waitPod waits for a pod of a Job.
+func waitPod(ctx context.Context, jobName string) {
+	Eventually(func(g Gomega) {
+		pods, err := clientset.CoreV1().Pods(strataNS).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + jobName})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(pods.Items).NotTo(BeEmpty())
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
 }
 
 func jobNames(ctx context.Context) []string {
