@@ -95,6 +95,13 @@ type MachineOSContainerfile struct {
 
 // MachineOSConfigSpec turns a pool into a layered pool and says how its
 // image is built and where it is pushed.
+//
+// Every Secret it names (renderedImagePushSecret, renderedImagePullSecret,
+// baseImagePullSecret, signing.keySecret) is in strata-system, and the API
+// server refuses a MachineOSConfig whose author may not get one of them
+// there (the admission policy strata-machineosconfig-secret-access, on
+// create and when a name changes): naming a Secret gives its use to the
+// controller and, for the pull secret, its content to the pool's nodes.
 type MachineOSConfigSpec struct {
 	// machineConfigPool names the pool this config layers. One
 	// MachineOSConfig per pool.
