@@ -98,7 +98,7 @@ func TestApproveAndReject(t *testing.T) {
 		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
 			return err
 		}
-		if !strings.Contains(err.Error(), "may change only the ImageApproved condition, not the build's image, outcome, stages or referrers") {
+		if !strings.Contains(err.Error(), "may change only the ImageApproved condition, not the build's image, outcome, stages, referrers, signatures, boot disk or attempt") {
 			return err
 		}
 		return nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,7 +48,10 @@ image (repository@sha256:...), without asking the cluster. A node booted
 from the pool's disk runs the pool's image at once: its first boot
 switches to nothing and does not reboot.
 
-The compressed blob is checked against its digest as it is read, and the
+The artifact is taken only if it is a referrer of the image: in the
+image's repository, with the image's digest as its subject (a build's
+status.bootDisk is believed only as far as the registry agrees). The
+compressed blob is checked against its digest as it is read, and the
 disk, decompressed, against the size and sha256 digest its artifact
 records; FILE is written sparse and appears only once it verified.
 
@@ -97,7 +101,7 @@ func (o *bootDiskOptions) run(ctx context.Context, out, progress io.Writer, buil
 		}
 	}
 	rc := registry.Client{}
-	image, artifact := o.image, ""
+	image, artifact, from := o.image, "", ""
 	if image == "" {
 		cfg, err := o.status.restConfig()
 		if err != nil {
@@ -107,7 +111,7 @@ func (o *bootDiskOptions) run(ctx context.Context, out, progress io.Writer, buil
 		if err != nil {
 			return err
 		}
-		if image, artifact, err = bootDiskOf(ctx, c, build, o.pool); err != nil {
+		if image, artifact, from, err = bootDiskOf(ctx, c, build, o.pool); err != nil {
 			return err
 		}
 	}
@@ -127,6 +131,19 @@ func (o *bootDiskOptions) run(ctx context.Context, out, progress io.Writer, buil
 			return fmt.Errorf("image %s has no boot disk attached (no referrer of type %s)", image, v1alpha1.BootDiskArtifactType)
 		}
 		artifact = d.Artifact
+		if err := checkBootDiskOf(rc, image, d); err != nil {
+			return fmt.Errorf("the boot disk the registry lists for %s: %w", image, err)
+		}
+	} else {
+		d, _, err := diskartifact.Describe(ctx, rc, artifact, kc)
+		if err != nil {
+			return fmt.Errorf("MachineOSBuild %s: status.bootDisk.artifact: %w", from, registry.Explain(err))
+		}
+		// Whoever may write the build's status chooses this reference: a
+		// disk is the image's only if the registry says so.
+		if err := checkBootDiskOf(rc, image, d); err != nil {
+			return fmt.Errorf("MachineOSBuild %s: status.bootDisk.artifact: %w", from, err)
+		}
 	}
 	start, last := time.Now(), time.Now()
 	d, err := diskartifact.Download(ctx, rc, artifact, kc, o.output, func(n int64) {
@@ -143,23 +160,59 @@ func (o *bootDiskOptions) run(ctx context.Context, out, progress io.Writer, buil
 	return nil
 }
 
+// checkBootDiskOf refuses the disk artifact d unless it is a referrer of
+// image (repository@sha256:…): in the image's repository and with the
+// image as its subject. A node booted from it runs what the disk holds,
+// and a disk's artifact can be pushed beside any image by anyone who can
+// push, so a reference alone (a build's status.bootDisk) proves nothing.
+func checkBootDiskOf(rc registry.Client, image string, d diskartifact.Disk) error {
+	ref, err := rc.ParseReference(image)
+	if err != nil {
+		return fmt.Errorf("image %q: %w", image, err)
+	}
+	img, ok := ref.(name.Digest)
+	if !ok {
+		return fmt.Errorf("image %s is not by digest (repository@sha256:…): no boot disk can be checked against it", image)
+	}
+	aref, err := rc.ParseReference(d.Artifact)
+	if err != nil {
+		return fmt.Errorf("artifact %q: %w", d.Artifact, err)
+	}
+	notOf := fmt.Sprintf("artifact %s is not a boot disk of image %s", d.Artifact, image)
+	if d.Image == "" {
+		return fmt.Errorf("%s: it has no subject", notOf)
+	}
+	if repo := aref.Context().Name(); repo != img.Context().Name() {
+		return fmt.Errorf("%s: it is in repository %s, not the image's %s", notOf, repo, img.Context().Name())
+	}
+	subject, err := rc.ParseReference(d.Image)
+	if err != nil {
+		return fmt.Errorf("%s: its subject %q: %w", notOf, d.Image, err)
+	}
+	if s, ok := subject.(name.Digest); !ok || s.DigestStr() != img.DigestStr() {
+		return fmt.Errorf("%s: its subject is %s", notOf, d.Image)
+	}
+	return nil
+}
+
 // bootDiskOf finds the image and, when the cluster knows it, the boot
 // disk artifact of a build, or of a pool's current image ("" when the
 // build that made the image has none recorded: the registry may still
-// have one). What keeps a build from having a disk is said in its words.
-func bootDiskOf(ctx context.Context, c client.Client, build, pool string) (image, artifact string, err error) {
+// have one), and the build whose status named the artifact. What keeps a
+// build from having a disk is said in its words.
+func bootDiskOf(ctx context.Context, c client.Client, build, pool string) (image, artifact, from string, err error) {
 	if pool != "" {
 		p := &v1alpha1.MachineConfigPool{}
 		if err := c.Get(ctx, client.ObjectKey{Name: pool}, p); err != nil {
-			return "", "", fmt.Errorf("pool %s: %w", pool, err)
+			return "", "", "", fmt.Errorf("pool %s: %w", pool, err)
 		}
 		name := p.Annotations[v1alpha1.LayeredByAnnotation]
 		if name == "" {
-			return "", "", fmt.Errorf("pool %s is not layered: no MachineOSConfig builds its image", pool)
+			return "", "", "", fmt.Errorf("pool %s is not layered: no MachineOSConfig builds its image", pool)
 		}
 		mosc := &v1alpha1.MachineOSConfig{}
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, mosc); err != nil {
-			return "", "", fmt.Errorf("MachineOSConfig %s of pool %s: %w", name, pool, err)
+			return "", "", "", fmt.Errorf("MachineOSConfig %s of pool %s: %w", name, pool, err)
 		}
 		// What a new node switches to at its first boot: a disk of it
 		// boots a node that needs no switch and no reboot. Before the
@@ -170,33 +223,33 @@ func bootDiskOf(ctx context.Context, c client.Client, build, pool string) (image
 			image = p.Status.NewNodes.Image
 		}
 		if image == "" {
-			return "", "", fmt.Errorf("pool %s has no current image yet (MachineOSConfig %s)", pool, name)
+			return "", "", "", fmt.Errorf("pool %s has no current image yet (MachineOSConfig %s)", pool, name)
 		}
 		var builds v1alpha1.MachineOSBuildList
 		if err := c.List(ctx, &builds, client.MatchingLabels{v1alpha1.MachineOSConfigLabel: name}); err != nil {
-			return "", "", fmt.Errorf("builds of MachineOSConfig %s: %w", name, err)
+			return "", "", "", fmt.Errorf("builds of MachineOSConfig %s: %w", name, err)
 		}
 		for _, b := range builds.Items {
 			if bd := b.Status.BootDisk; bd != nil && bd.Artifact != "" && b.Status.DigestedImagePushSpec == image {
-				return image, bd.Artifact, nil
+				return image, bd.Artifact, b.Name, nil
 			}
 		}
 		if mosc.Spec.BootDisk == nil {
-			return "", "", fmt.Errorf("pool %s's MachineOSConfig %s has no spec.bootDisk: its builds make no boot disk", pool, name)
+			return "", "", "", fmt.Errorf("pool %s's MachineOSConfig %s has no spec.bootDisk: its builds make no boot disk", pool, name)
 		}
 		// Made by a build the history no longer keeps, or not yet: the
 		// registry says.
-		return image, "", nil
+		return image, "", "", nil
 	}
 	b := &v1alpha1.MachineOSBuild{}
 	if err := c.Get(ctx, client.ObjectKey{Name: build}, b); err != nil {
-		return "", "", fmt.Errorf("MachineOSBuild %s: %w", build, err)
+		return "", "", "", fmt.Errorf("MachineOSBuild %s: %w", build, err)
 	}
 	if bd := b.Status.BootDisk; bd != nil && bd.Artifact != "" {
-		return b.Status.DigestedImagePushSpec, bd.Artifact, nil
+		return b.Status.DigestedImagePushSpec, bd.Artifact, b.Name, nil
 	}
 	if cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.BuildBootDisk); cond != nil {
-		return "", "", fmt.Errorf("MachineOSBuild %s has no boot disk: %s %s: %s", build, cond.Type, cond.Reason, cond.Message)
+		return "", "", "", fmt.Errorf("MachineOSBuild %s has no boot disk: %s %s: %s", build, cond.Type, cond.Reason, cond.Message)
 	}
-	return "", "", fmt.Errorf("MachineOSBuild %s has no boot disk (its MachineOSConfig %s makes one with spec.bootDisk, once the build succeeded)", build, b.Spec.MachineOSConfig.Name)
+	return "", "", "", fmt.Errorf("MachineOSBuild %s has no boot disk (its MachineOSConfig %s makes one with spec.bootDisk, once the build succeeded)", build, b.Spec.MachineOSConfig.Name)
 }

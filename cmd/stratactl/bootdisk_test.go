@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -26,29 +28,11 @@ import (
 // the build that made it is gone), and by image; a build without a disk
 // says why, in its BootDisk condition's words.
 func TestBootDisk(t *testing.T) {
-	const password = "stratactl-bootdisk-Passw0rd"
-	reg := testregistry.Start(t, password)
+	reg, authFile, publish := bootDiskRegistry(t)
 	image := reg.Push(t, "strata/worker:worker-1", testregistry.Busybox(t))
-	authFile := filepath.Join(t.TempDir(), "auth.json")
-	auth := base64.StdEncoding.EncodeToString([]byte(reg.User + ":" + password))
-	cfg, _ := json.Marshal(map[string]any{"auths": map[string]any{reg.Host: map[string]string{"auth": auth}}})
-	if err := os.WriteFile(authFile, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kc, err := registry.KeychainFromFile(authFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	content := append([]byte("boot sector"), make([]byte, 2<<20)...)
 	copy(content[1<<20:], "superblock")
-	path := filepath.Join(t.TempDir(), "disk.raw")
-	if err := os.WriteFile(path, content, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pub, err := diskartifact.Publish(context.Background(), referrers.Client{Registry: registry.Client{Insecure: []string{reg.Host}}}, image, kc, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub := publish(image, content)
 
 	env := testenv.Start(t)
 	ctx := context.Background()
@@ -132,5 +116,129 @@ func TestBootDisk(t *testing.T) {
 	check("by pool, from the registry", "--pool", "worker")
 	if _, err := stratactl("worker-1", "--pool", "worker", "-o", "x"); err == nil {
 		t.Error("a build and a pool at once were accepted")
+	}
+}
+
+// bootDiskRegistry starts a registry that wants a login, writes its
+// credentials to authFile, and returns publish, which attaches a disk of
+// content to an image in it as the boot disk Job does.
+func bootDiskRegistry(t *testing.T) (reg *testregistry.Registry, authFile string, publish func(image string, content []byte) diskartifact.Disk) {
+	t.Helper()
+	const password = "stratactl-bootdisk-Passw0rd"
+	reg = testregistry.Start(t, password)
+	authFile = filepath.Join(t.TempDir(), "auth.json")
+	auth := base64.StdEncoding.EncodeToString([]byte(reg.User + ":" + password))
+	cfg, _ := json.Marshal(map[string]any{"auths": map[string]any{reg.Host: map[string]string{"auth": auth}}})
+	if err := os.WriteFile(authFile, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := registry.KeychainFromFile(authFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish = func(image string, content []byte) diskartifact.Disk {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "disk.raw")
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pub, err := diskartifact.Publish(context.Background(), referrers.Client{Registry: registry.Client{Insecure: []string{reg.Host}}}, image, kc, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pub
+	}
+	return reg, authFile, publish
+}
+
+// TestBootDiskRefusesArtifactOfAnotherImage: stratactl boot-disk takes
+// the artifact a build's status.bootDisk names only if it is a referrer of
+// the build's image: in the image's repository, with the image as its
+// subject. A status pointed at the disk of another image, or at a disk of
+// the same digest pushed to another repository, is refused, naming the
+// build, the image and the artifact, and nothing is written.
+func TestBootDiskRefusesArtifactOfAnotherImage(t *testing.T) {
+	reg, authFile, publish := bootDiskRegistry(t)
+	image := reg.Push(t, "strata/worker:worker-1", testregistry.Busybox(t))
+	other, err := mutate.AppendLayers(testregistry.Busybox(t), testregistry.FilesLayer(t, map[string]string{"etc/motd": "another image\n"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherImage := reg.Push(t, "strata/worker:other", other)
+	// The same image, by the same digest, in a repository of someone else's.
+	elsewhere := reg.Push(t, "attacker/worker:worker-1", testregistry.Busybox(t))
+	if strings.TrimPrefix(elsewhere, reg.Host+"/attacker/worker") != strings.TrimPrefix(image, reg.Host+"/strata/worker") {
+		t.Fatalf("%s and %s should have one digest", image, elsewhere)
+	}
+	content := append([]byte("the pool's disk"), make([]byte, 1<<20)...)
+	right := publish(image, content)
+	ofOther := publish(otherImage, append([]byte("another image's disk"), make([]byte, 1<<20)...))
+	ofElsewhere := publish(elsewhere, append([]byte("someone else's disk"), make([]byte, 1<<20)...))
+
+	env := testenv.Start(t)
+	ctx := context.Background()
+	build := func(name string, artifact diskartifact.Disk) {
+		b := &v1alpha1.MachineOSBuild{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: v1alpha1.MachineOSBuildSpec{
+				MachineConfig:         v1alpha1.LocalObjectReference{Name: "rendered-worker-1"},
+				MachineOSConfig:       v1alpha1.LocalObjectReference{Name: "worker"},
+				RenderedImagePushSpec: reg.Host + "/strata/worker:" + name,
+			},
+		}
+		b.Status.DigestedImagePushSpec = image
+		meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: v1alpha1.BuildSucceeded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonBuildSucceeded, Message: "built"})
+		// What a forged status says: the artifact, and that it holds the
+		// build's image.
+		b.Status.BootDisk = &v1alpha1.BootDiskStatus{Artifact: artifact.Artifact, Image: image, Size: artifact.Size, RawDigest: artifact.RawDigest}
+		createWithStatus(ctx, t, env.Client, b)
+	}
+	build("worker-right", right)
+	build("worker-other-image", ofOther)
+	build("worker-other-repository", ofElsewhere)
+	kubeconfig := writeKubeconfig(t, env.Config)
+
+	download := func(build string) (string, error) {
+		file := filepath.Join(t.TempDir(), "disk.raw")
+		cmd := newBootDiskCommand()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&bytes.Buffer{})
+		cmd.SetArgs([]string{build, "-o", file, "--kubeconfig=" + kubeconfig, "--registry-config=" + authFile})
+		err := cmd.ExecuteContext(ctx)
+		if err != nil {
+			if _, serr := os.Stat(file); !errors.Is(serr, os.ErrNotExist) {
+				t.Errorf("boot-disk %s failed (%v) but wrote %s", build, err, file)
+			}
+			return "", err
+		}
+		got, rerr := os.ReadFile(file)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		return string(got), nil
+	}
+
+	if got, err := download("worker-right"); err != nil || got != string(content) {
+		t.Errorf("the build's own disk: %v (%d bytes, want the published %d)", err, len(got), len(content))
+	}
+	for _, tc := range []struct {
+		build    string
+		artifact diskartifact.Disk
+		want     string
+	}{
+		{"worker-other-image", ofOther, "its subject is " + otherImage},
+		{"worker-other-repository", ofElsewhere, "it is in repository " + reg.Host + "/attacker/worker, not the image's " + reg.Host + "/strata/worker"},
+	} {
+		_, err := download(tc.build)
+		if err == nil {
+			t.Errorf("boot-disk %s: downloaded %s, a disk of another image than its %s", tc.build, tc.artifact.Artifact, image)
+			continue
+		}
+		for _, w := range []string{"MachineOSBuild " + tc.build, image, tc.artifact.Artifact, "not a boot disk of", tc.want} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("boot-disk %s: %v; want it to say %q", tc.build, err, w)
+			}
+		}
 	}
 }
