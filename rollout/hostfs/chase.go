@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/rollout/internal/atfile"
 )
 
 // maxSteps bounds one lookup: the kernel follows at most 40 links, and a
@@ -159,7 +161,7 @@ func (r *Root) chase(p string, create bool) (fd int, err error) {
 			continue
 		}
 		here := path.Join(top.path, c.name)
-		dfd, err := openat2(top.fd, c.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0, beneathNoLinks)
+		dfd, err := atfile.Openat2(top.fd, c.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0, beneathNoLinks)
 		switch {
 		case err == nil:
 			var st unix.Stat_t
@@ -191,7 +193,7 @@ func (r *Root) chase(p string, create bool) (fd int, err error) {
 		// Not a directory: a link to follow, or something in the way.
 		// The link is pinned by an O_PATH descriptor so that its owner
 		// and its target are read from the same inode.
-		lfd, err := openat2(top.fd, c.name, unix.O_PATH|unix.O_NOFOLLOW, 0, beneathNoLinks)
+		lfd, err := atfile.Openat2(top.fd, c.name, unix.O_PATH|unix.O_NOFOLLOW, 0, beneathNoLinks)
 		if err != nil {
 			return fail(&os.PathError{Op: "open", Path: here, Err: err})
 		}
@@ -235,7 +237,7 @@ func (r *Root) chase(p string, create bool) (fd int, err error) {
 	top := stack[len(stack)-1]
 	if len(stack) == 1 {
 		// The root's own descriptor stays the Root's: hand out a copy.
-		dfd, err := openat2(r.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0, beneathNoLinks)
+		dfd, err := atfile.Openat2(r.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0, beneathNoLinks)
 		if err != nil {
 			return fail(err)
 		}

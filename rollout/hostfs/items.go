@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/nodeconfig"
+	"github.com/strata-dev/strata/rollout/internal/atfile"
 )
 
 // SSHKeysFile is the file, under a user's ~/.ssh/authorized_keys.d/, that
@@ -106,11 +107,16 @@ func (r *Root) apply(acct *accounts, it *nodeconfig.NodeItem) error {
 
 // classify turns errors that come from what is on the host (a file where
 // a directory should be, a link loop or a dangling link in a parent, a
-// link a user planted) into skips, and leaves the others errors.
+// link a user planted, a FIFO or a huge file at the path that is not
+// read) into skips, and leaves the others errors: a user who owns a
+// directory on the way can keep that item from being written, not the
+// rest of the config.
 func classify(p string, err error) error {
 	var skip *skipError
 	var unsafe *UnsafeTransitionError
 	var dangling *danglingError
+	var notRegular *atfile.NotRegularError
+	var tooLarge *atfile.TooLargeError
 	switch {
 	case err == nil, errors.As(err, &skip):
 		return err
@@ -118,6 +124,10 @@ func classify(p string, err error) error {
 		return skipf("%s: not written: %v", p, unsafe)
 	case errors.As(err, &dangling):
 		return skipf("%s: not written: %v", p, dangling)
+	case errors.As(err, &notRegular):
+		return skipf("%s: not written: %v", p, notRegular)
+	case errors.As(err, &tooLarge):
+		return skipf("%s: not written: %v", p, tooLarge)
 	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP), errors.Is(err, unix.EEXIST),
 		errors.Is(err, unix.EISDIR), errors.Is(err, unix.EXDEV), errors.Is(err, unix.ENAMETOOLONG),
 		errors.Is(err, unix.EMLINK):
@@ -241,8 +251,15 @@ func (r *Root) file(acct *accounts, it *nodeconfig.NodeItem) error {
 		return skipf("%s: not written: a directory is in its place", it.Path)
 	}
 	var old []byte
+	// The file at the path, when it is regular: read, and given its
+	// owner and mode when its content is as it must be.
+	var cur *atfile.File
 	if regular {
-		if old, err = readAt(dfd, name); err != nil {
+		if cur, err = openAt(dfd, name, it.Path); err != nil {
+			return err
+		}
+		defer cur.Close()
+		if old, err = cur.ReadAll(); err != nil {
 			return err
 		}
 	}
@@ -264,12 +281,8 @@ func (r *Root) file(acct *accounts, it *nodeconfig.NodeItem) error {
 		}
 	}
 	if regular && bytes.Equal(old, want) {
-		fd, err := openat2(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW, 0, beneathNoLinks)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		return setOwnerMode(fd, uid, gid, mode)
+		// The file that was read, not whatever has the name now.
+		return setOwnerMode(cur.Fd(), uid, gid, mode)
 	}
 	return writeAt(dfd, name, want, mode, uid, gid)
 }
@@ -436,13 +449,23 @@ func (r *Root) sshKeys(acct *accounts, it *nodeconfig.NodeItem) error {
 		}
 		defer unix.Close(kfd)
 		data := []byte(strings.Join(it.SSHAuthorizedKeys, "\n") + "\n")
-		if old, err := readAt(kfd, SSHKeysFile); err == nil && bytes.Equal(old, data) {
-			fd, err := openat2(kfd, SSHKeysFile, unix.O_RDONLY|unix.O_NOFOLLOW, 0, beneathNoLinks)
+		// The user owns the directory and can put anything at the
+		// file's name: a FIFO or a huge file is refused, a link is
+		// replaced, never followed.
+		cur, err := openAt(kfd, SSHKeysFile, file)
+		switch {
+		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP):
+		case err != nil:
+			return err
+		default:
+			defer cur.Close()
+			old, err := cur.ReadAll()
 			if err != nil {
 				return err
 			}
-			defer unix.Close(fd)
-			return setOwnerMode(fd, u.UID, u.GID, 0o600)
+			if bytes.Equal(old, data) {
+				return setOwnerMode(cur.Fd(), u.UID, u.GID, 0o600)
+			}
 		}
 		return writeAt(kfd, SSHKeysFile, data, 0o600, u.UID, u.GID)
 	}()

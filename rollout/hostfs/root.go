@@ -13,20 +13,24 @@
 // its parent's descriptor: a parent that exists keeps its owner and
 // mode, one the package creates is root's, 0755. Files are replaced
 // atomically: a temporary file in the same directory, fsync, rename,
-// fsync of the directory.
+// fsync of the directory. An existing file is read (to compare it with
+// an item, append to it, or read /etc/passwd) only if it is a regular
+// file of at most maxRead bytes, opened with O_NONBLOCK and checked by
+// fstat of what was opened: a FIFO a user put at a managed path would
+// otherwise block the daemon forever, and a huge file exhaust it
+// (rollout/internal/atfile).
 package hostfs
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/rollout/internal/atfile"
 )
 
 // inRoot resolves a path as if the root descriptor were "/"; only reads
@@ -34,7 +38,19 @@ import (
 const inRoot = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS
 
 // beneathNoLinks opens one name in a directory, refusing any link.
-const beneathNoLinks = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+const beneathNoLinks = atfile.BeneathNoLinks
+
+// maxRead bounds what the package reads of one host file (ReadFile, and
+// an existing file it compares with an item, appends to, or keeps), so
+// that a file made huge at a managed path, or growing while it is read,
+// cannot take the daemon's memory: a larger one is refused unread. It
+// is well above anything the package is given to write or read: a
+// config's files and appends together are at most
+// nodeconfig.MaxContentSize (4 MiB), a pull secret at most the 1 MiB of
+// a Kubernetes Secret, the signature policy a few KiB, and /etc/passwd
+// takes some 100,000 local accounts to reach it. The daemon holds one
+// such file at a time, twice for an append.
+const maxRead = 16 << 20
 
 // dirMode is the mode of the parent directories the package creates.
 const dirMode = 0o755
@@ -84,27 +100,6 @@ func split(p string) (string, string, error) {
 	return dir, name, nil
 }
 
-func openat2(dirfd int, name string, flags int, mode uint32, resolve uint64) (int, error) {
-	how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: resolve}
-	for i := 0; ; i++ {
-		fd, err := unix.Openat2(dirfd, name, how)
-		// RESOLVE_IN_ROOT answers EAGAIN when a rename raced the lookup.
-		if (err == unix.EAGAIN || err == unix.EINTR) && i < 16 {
-			continue
-		}
-		return fd, err
-	}
-}
-
-// open opens a host path, following links only inside the root.
-func (r *Root) open(p string, flags int) (int, error) {
-	fd, err := openat2(r.fd, rel(p), flags, 0, inRoot)
-	if err != nil {
-		return -1, &os.PathError{Op: "open", Path: p, Err: err}
-	}
-	return fd, nil
-}
-
 // ensureDir opens the directory name in dfd, creating it with mode and
 // owner when it does not exist. An existing directory keeps its mode and
 // owner; a link in its place is refused.
@@ -113,7 +108,7 @@ func ensureDir(dfd int, name string, mode uint32, uid, gid int) (int, error) {
 	if err != nil && err != unix.EEXIST {
 		return -1, err
 	}
-	fd, oerr := openat2(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0, beneathNoLinks)
+	fd, oerr := atfile.Openat2(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0, beneathNoLinks)
 	if oerr != nil {
 		return -1, oerr
 	}
@@ -151,66 +146,24 @@ func setOwnerMode(fd, uid, gid int, mode uint32) error {
 
 // tempName is a fresh name for a temporary file next to name.
 func tempName(name string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	if len(name) > 200 {
-		name = name[:200]
-	}
-	return "." + name + ".strata-" + hex.EncodeToString(b[:])
+	return atfile.TempName(atfile.TempPrefix(name, "strata"))
 }
 
 // writeAt replaces name in dfd with a file of data, mode and owner,
 // atomically.
 func writeAt(dfd int, name string, data []byte, mode uint32, uid, gid int) error {
-	var tmp string
-	var fd int
-	for i := 0; ; i++ {
-		tmp = tempName(name)
-		var err error
-		fd, err = openat2(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o600, beneathNoLinks)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EEXIST) || i == 10 {
-			return err
-		}
-	}
-	f := os.NewFile(uintptr(fd), tmp)
-	done := false
-	defer func() {
-		if !done {
-			f.Close()
-			_ = unix.Unlinkat(dfd, tmp, 0)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := setOwnerMode(fd, uid, gid, mode); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
-		return err
-	}
-	done = true
-	return unix.Fsync(dfd)
+	return atfile.Replace(dfd, name, atfile.TempPrefix(name, "strata"), data, func(fd int) error {
+		return setOwnerMode(fd, uid, gid, mode)
+	})
 }
 
-// readAt reads the regular file name in dfd without following a link.
-func readAt(dfd int, name string) ([]byte, error) {
-	fd, err := openat2(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW, 0, beneathNoLinks)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	return io.ReadAll(f)
+// openAt opens the regular file name in dfd for reading without
+// following a link, as atfile.OpenRegular checks it: a FIFO, a socket, a
+// device or a directory is an *atfile.NotRegularError, a file of more
+// than maxRead bytes an *atfile.TooLargeError. p is its host path, for
+// errors.
+func openAt(dfd int, name, p string) (*atfile.File, error) {
+	return atfile.OpenRegular(dfd, name, unix.O_NOFOLLOW, beneathNoLinks, p, maxRead)
 }
 
 // WriteFile replaces the host file p atomically with data, mode and
@@ -246,14 +199,17 @@ func (r *Root) OpenDir(p string) (*os.File, error) {
 }
 
 // ReadFile reads the host file p, following links only inside the root.
+// Only a regular file of at most maxRead bytes is read: anything else is
+// an *atfile.NotRegularError (a FIFO would block the read forever) or an
+// *atfile.TooLargeError, whose messages name p.
 func (r *Root) ReadFile(p string) ([]byte, error) {
-	fd, err := r.open(p, unix.O_RDONLY)
-	if err != nil {
-		return nil, err
+	data, err := atfile.ReadFile(r.fd, rel(p), 0, inRoot, p, maxRead)
+	// The open's own error is a bare errno, which says no path; the
+	// others, which may wrap one, name p already.
+	if errno, ok := err.(unix.Errno); ok { //nolint:errorlint // only the bare errno, not one a named error wraps
+		return nil, &os.PathError{Op: "open", Path: p, Err: errno}
 	}
-	f := os.NewFile(uintptr(fd), p)
-	defer f.Close()
-	return io.ReadAll(f)
+	return data, err
 }
 
 // Remove removes the host file p; a missing file is no error.

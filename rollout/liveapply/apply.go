@@ -1,8 +1,6 @@
 package liveapply
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/rollout/hostfs"
+	"github.com/strata-dev/strata/rollout/internal/atfile"
 )
 
 // RefusedError is a path that cannot be applied live. Nothing was
@@ -218,8 +217,12 @@ func (t *trees) want(p string) (entry, error) {
 
 func (t *trees) check(p string) (step, error) {
 	want, err := t.want(p)
-	if errors.Is(err, unix.ELOOP) {
+	var tooLarge *atfile.TooLargeError
+	switch {
+	case errors.Is(err, unix.ELOOP):
 		return step{}, refused(p, "the staged deployment has a link in place of one of its parent directories")
+	case errors.As(err, &tooLarge):
+		return step{}, refused(p, "the image's file has more than %d bytes (%d MiB), the most a file applied live may have", maxFile, maxFile>>20)
 	}
 	if err != nil {
 		return step{}, err
@@ -267,7 +270,7 @@ func (t *trees) apply(s step) (string, error) {
 	if err := removeTemps(pfd, name); err != nil {
 		return "", err
 	}
-	live, err := readEntry(pfd, name)
+	live, err := readEntry(pfd, name, s.path)
 	if err != nil {
 		return "", err
 	}
@@ -324,17 +327,12 @@ func (t *trees) parent(dir string) (int, error) {
 
 // tempPrefix starts the names of name's temporary files.
 func tempPrefix(name string) string {
-	if len(name) > 200 {
-		name = name[:200]
-	}
-	return "." + name + ".strata-live-"
+	return atfile.TempPrefix(name, "strata-live")
 }
 
 // tempName is a fresh name for a temporary file next to name.
 func tempName(name string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return tempPrefix(name) + hex.EncodeToString(b[:])
+	return atfile.TempName(tempPrefix(name))
 }
 
 // removeTemps removes the temporary files of name that a writer killed
@@ -354,7 +352,7 @@ func removeTemps(dfd int, name string) error {
 	}
 	prefix := tempPrefix(name)
 	for _, n := range names {
-		if strings.HasPrefix(n, prefix) && len(n) == len(prefix)+12 {
+		if strings.HasPrefix(n, prefix) && len(n) == len(prefix)+atfile.TempDigits {
 			if err := unix.Unlinkat(dfd, n, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 				return fmt.Errorf("remove the stale temporary file %s: %w", n, err)
 			}
@@ -404,44 +402,7 @@ func syncXattrs(want map[string][]byte, list func([]byte) (int, error), get func
 
 // writeFile replaces name in dfd with want, atomically.
 func writeFile(dfd int, name string, want *entry) error {
-	var tmp string
-	var fd int
-	for i := 0; ; i++ {
-		tmp = tempName(name)
-		var err error
-		fd, err = openat2(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, beneathNoLinks)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EEXIST) || i == 10 {
-			return err
-		}
-	}
-	f := os.NewFile(uintptr(fd), tmp)
-	done := false
-	defer func() {
-		if !done {
-			f.Close()
-			_ = unix.Unlinkat(dfd, tmp, 0)
-		}
-	}()
-	if _, err := f.Write(want.data); err != nil {
-		return err
-	}
-	if err := setMeta(fd, want); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
-		return err
-	}
-	done = true
-	return unix.Fsync(dfd)
+	return atfile.Replace(dfd, name, tempPrefix(name), want.data, func(fd int) error { return setMeta(fd, want) })
 }
 
 // writeLink replaces name in dfd with the link want, atomically.

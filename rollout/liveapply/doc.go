@@ -55,9 +55,13 @@
 // every lookup is openat2 with RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS,
 // so a link planted in /etc by whoever owns a directory there cannot send
 // a write elsewhere, and a link in place of a parent directory is refused.
-// A link at the path itself is replaced, never followed. Paths outside
-// /etc, and /usr in particular (read-only, changed only by a new
-// deployment), are refused before anything is written.
+// A link at the path itself is replaced, never followed. A file is read
+// only if, once opened (with O_NONBLOCK), it is a regular file of at most
+// 64 MiB: a FIFO swapped in after the stat would block the daemon
+// forever, a huge file exhaust its memory. Paths outside /etc, and /usr
+// in particular (read-only, changed only by a new deployment), and a
+// file of the image over that size are refused before anything is
+// written.
 //
 // Each file is replaced atomically: a temporary file in the same
 // directory, owner, mode and xattrs set on it, fsync, rename, fsync of

@@ -4,23 +4,28 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"os"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/rollout/internal/atfile"
 )
 
 // beneathNoLinks resolves a path below a directory descriptor without
 // following any link on the way, nor leaving the directory.
-const beneathNoLinks = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+const beneathNoLinks = atfile.BeneathNoLinks
 
-// maxFile bounds what is read of one file: /etc holds configuration, and
-// a file of the image that is larger is not applied live.
+// maxFile bounds what is read of one file, in the image's trees and in
+// the live /etc, where whoever owns a directory can make a file huge or
+// grow it while it is read: a larger one is refused unread. /etc holds
+// configuration, and the largest files distributions put there (a
+// compiled udev hwdb.bin, some 12 MiB; an SELinux policy, a few MiB) are
+// well below it; a file of the image that is larger is not applied live
+// (a reboot applies it).
 const maxFile = 64 << 20
 
 // entry is one /etc path as a tree has it.
@@ -51,24 +56,12 @@ func (e *entry) kind() string {
 	return "a special file"
 }
 
-func openat2(dirfd int, name string, flags int, resolve uint64) (int, error) {
-	how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolve}
-	for i := 0; ; i++ {
-		fd, err := unix.Openat2(dirfd, name, how)
-		// openat2 answers EAGAIN when a rename raced the lookup.
-		if (errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR)) && i < 16 {
-			continue
-		}
-		return fd, err
-	}
-}
-
 // openDir opens the directory rel below dirfd, following no link. A link
 // anywhere on the way is ELOOP, the last component included (where
 // O_NOFOLLOW with O_DIRECTORY says ENOTDIR), so that callers tell a link
 // from a file in the way.
 func openDir(dirfd int, rel string) (int, error) {
-	fd, err := openat2(dirfd, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, beneathNoLinks)
+	fd, err := atfile.Openat2(dirfd, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0, beneathNoLinks)
 	if errors.Is(err, unix.ENOTDIR) {
 		// Any link before the last component would have been ELOOP.
 		var st unix.Stat_t
@@ -86,8 +79,11 @@ func procPath(dfd int, name string) string {
 	return "/proc/self/fd/" + strconv.Itoa(dfd) + "/" + name
 }
 
-// readEntry reads name in dfd without following a link.
-func readEntry(dfd int, name string) (entry, error) {
+// readEntry reads name in dfd without following a link; p is its /etc
+// path, for errors. A file is read only if it still is a regular file of
+// at most maxFile bytes when it is opened (atfile.OpenRegular): the name
+// may be a FIFO by then, which would block the read forever.
+func readEntry(dfd int, name, p string) (entry, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -99,18 +95,18 @@ func readEntry(dfd int, name string) (entry, error) {
 	var err error
 	switch e.typ() {
 	case unix.S_IFREG:
-		if st.Size > maxFile {
-			return entry{}, fmt.Errorf("%d bytes, more than the %d a live change may have", st.Size, maxFile)
-		}
-		var fd int
-		if fd, err = openat2(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW, beneathNoLinks); err != nil {
+		var f *atfile.File
+		if f, err = atfile.OpenRegular(dfd, name, unix.O_NOFOLLOW, beneathNoLinks, p, maxFile); err != nil {
 			return entry{}, err
 		}
-		f := os.NewFile(uintptr(fd), name)
 		defer f.Close()
-		if e.data, err = io.ReadAll(io.LimitReader(f, maxFile+1)); err != nil {
+		// What was opened and read, not what the name was before.
+		fst := f.Stat()
+		e.mode, e.uid, e.gid = fst.Mode, fst.Uid, fst.Gid
+		if e.data, err = f.ReadAll(); err != nil {
 			return entry{}, err
 		}
+		fd := f.Fd()
 		e.xattrs, err = listXattrs(func(buf []byte) (int, error) { return unix.Flistxattr(fd, buf) },
 			func(k string, buf []byte) (int, error) { return unix.Fgetxattr(fd, k, buf) })
 	case unix.S_IFLNK:
@@ -283,5 +279,5 @@ func readIn(dfd int, p string) (entry, error) {
 		return entry{}, err
 	}
 	defer unix.Close(pfd)
-	return readEntry(pfd, name)
+	return readEntry(pfd, name, p)
 }
