@@ -6,6 +6,11 @@
 // cosign 3's default, OCI bundle referrers, is not used: containers/image
 // does not see them.
 //
+// containers/image reads every layer of an attachment into memory, so
+// an attachment is checked first, on its manifest and its layers' sizes
+// (MaxAttachmentLayers, MaxAttachmentBytes, MaxAttachmentManifestBytes),
+// and one over a bound is refused by name, unread (*AttachmentError).
+//
 // The files that make a node verify are package sigpolicy's, which needs
 // no containers/image: the daemon links that one only.
 //

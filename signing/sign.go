@@ -31,9 +31,17 @@ func (e *KeyError) Unwrap() error { return e.Err }
 // already there, so only the signature is uploaded. The private key goes
 // to a file readable only by this process (containers/image reads keys
 // from files) and is removed before Sign returns.
+//
+// An attachment over a bound (too many or too large signatures to read,
+// an *AttachmentError) is refused before anything is read or written:
+// the copy would read all of its layers into memory.
 func Sign(ctx context.Context, image string, key PrivateKey, reg Registry) error {
 	named, ref, err := parseDigested(image)
 	if err != nil {
+		return err
+	}
+	// An *AttachmentError names image already.
+	if err := checkAttachment(ctx, image, reg); err != nil {
 		return err
 	}
 	dir, cleanup, err := tempDir()

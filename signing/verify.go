@@ -12,7 +12,8 @@ import (
 )
 
 // RefusedError is an image the keys do not accept: unsigned, signed by
-// another key, or with a signature that does not verify.
+// another key, with a signature that does not verify, or with a
+// signature attachment over a bound (an *AttachmentError, not read).
 type RefusedError struct {
 	Image string
 	Err   error
@@ -63,6 +64,18 @@ func evaluate(ctx context.Context, img string, p *signature.Policy, reg Registry
 		return err
 	}
 	defer cleanup()
+	// containers/image reads every layer of the attachment into memory:
+	// bound it first, reading no layer.
+	if readsSignatures(p, ref) {
+		err := checkAttachment(ctx, img, reg)
+		var over *AttachmentError
+		if errors.As(err, &over) {
+			return &RefusedError{Image: img, Err: err}
+		}
+		if err != nil {
+			return err
+		}
+	}
 	sc, err := reg.systemContext(ctx, dir, named)
 	if err != nil {
 		return err

@@ -81,6 +81,12 @@ func (r *Reconciler) signImage(ctx context.Context, s *scope) error {
 			setSigned(b, false, v1alpha1.ReasonSigningFailed, fmt.Sprintf("%s: Secret %s/%s: %v", field, ns, name, err))
 			return nil
 		}
+		// An attachment over the bounds stays so: retrying cannot help.
+		var over *signing.AttachmentError
+		if errors.As(err, &over) {
+			setSigned(b, false, v1alpha1.ReasonSigningFailed, fmt.Sprintf("%s: %v", field, err))
+			return nil
+		}
 		setSigned(b, false, v1alpha1.ReasonSigningFailed, "Signing "+image+" failed, retrying: "+registry.Explain(err).Error())
 		return fmt.Errorf("build %s: sign %s: %w", b.Name, image, err)
 	}
