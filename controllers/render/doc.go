@@ -16,4 +16,8 @@
 // the field, and keeps its last good configuration. So it does when the
 // merge is too large to store as a MachineConfig (RenderedConfigTooLarge):
 // a Create the API server refuses would fail the same way on every retry.
+// A failure that may heal by itself (a read or a write the API server did
+// not answer) is retried instead, on a backoff of the controller's own
+// (internal/retry), and RenderDegraded says so meanwhile: reason Retrying,
+// with the error and the time of the next try.
 package render

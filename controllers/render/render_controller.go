@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -32,6 +33,7 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/history"
 	"github.com/strata-dev/strata/internal/poolstatus"
+	"github.com/strata-dev/strata/internal/retry"
 	"github.com/strata-dev/strata/internal/status"
 	"github.com/strata-dev/strata/internal/version"
 	"github.com/strata-dev/strata/machineconfig"
@@ -42,6 +44,13 @@ import (
 type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+	// MaxRetryDelay bounds the wait before the next try of a pool whose
+	// render failed in a way that may heal by itself (a read or a write
+	// the API server did not answer): tries back off from half a second,
+	// doubling, up to this. Zero is retry.DefaultMaxDelay.
+	MaxRetryDelay time.Duration
+
+	retries retry.Backoff
 }
 
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigpools,verbs=get;list;watch
@@ -148,38 +157,44 @@ func isSource(obj client.Object) bool {
 // the pool's status, it reaches the same result, because the rendered name
 // is a function of the content.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return status.QuietConflict(ctx, ctrl.Result{}, r.reconcile(ctx, req))
+	res, err := r.reconcile(ctx, req)
+	return status.QuietConflict(ctx, res, err)
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) error {
+func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pool := &v1alpha1.MachineConfigPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		// A deleted pool's rendered configs go with it through their owner
 		// references.
-		return client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			r.retries.Forget(req.Name)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := pool.DeepCopy()
 
-	sources, err := r.selectSources(ctx, pool)
-	if err != nil {
-		return err
-	}
-	var rendered *v1alpha1.MachineConfig
-	name, spec, renderErr := Render(pool.Name, sources)
+	rendered, sources, renderErr, err := r.render(ctx, pool)
 	switch {
-	case renderErr == nil:
-		rendered, renderErr = r.ensureRendered(ctx, pool, name, spec, sources)
-		if renderErr != nil && !isInputError(renderErr) {
-			return renderErr
+	case apierrors.IsConflict(err) || errors.Is(err, reconcile.TerminalError(nil)):
+		return ctrl.Result{}, err
+	case err != nil:
+		// It may heal by itself: the pool says what failed and when it
+		// is tried again, on a backoff of the controller's own (the
+		// work queue's grows to minutes and is told nowhere).
+		a := r.retries.Fail(pool.Name, err, r.MaxRetryDelay, time.Now())
+		setRetrying(pool, a)
+		if err := poolstatus.Render.Apply(ctx, r.Client, before, pool); err != nil {
+			return ctrl.Result{}, err
 		}
-	case !isInputError(renderErr):
-		return renderErr
+		log.FromContext(ctx).Info("Reconcile failed; trying again", "error", err.Error(), "after", a.After)
+		return ctrl.Result{RequeueAfter: a.After}, nil
 	}
+	r.retries.Forget(pool.Name)
 
 	setStatus(pool, rendered, sources, renderErr)
 	// Other controllers own other parts of the pool's status.
 	if err := poolstatus.Render.Apply(ctx, r.Client, before, pool); err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	logger := log.FromContext(ctx)
 	wasDegraded := meta.IsStatusConditionTrue(before.Status.Conditions, v1alpha1.PoolRenderDegraded)
@@ -194,7 +209,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 		}
 		// The input is wrong; retrying will not fix it. A change to any
 		// MachineConfig triggers a new attempt.
-		return nil
+		return ctrl.Result{}, nil
 	}
 	// Warnings, once per change of what they say.
 	if now := meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.PoolRenderDegraded); now.Reason == v1alpha1.ReasonRenderedWithWarnings {
@@ -212,7 +227,26 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	default:
 		logger.V(1).Info("Pool's rendered config is current", "renderedConfig", rendered.Name, "sources", len(sources))
 	}
-	return nil
+	return ctrl.Result{}, nil
+}
+
+// render selects the pool's MachineConfigs, merges them and makes sure
+// their rendered config exists. renderErr is an error in the input (an
+// *inputError), which the status reports; err is any other, which may
+// heal by itself.
+func (r *Reconciler) render(ctx context.Context, pool *v1alpha1.MachineConfigPool) (rendered *v1alpha1.MachineConfig, sources []v1alpha1.MachineConfig, renderErr, err error) {
+	sources, err = r.selectSources(ctx, pool)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	name, spec, renderErr := Render(pool.Name, sources)
+	if renderErr == nil {
+		rendered, renderErr = r.ensureRendered(ctx, pool, name, spec, sources)
+	}
+	if renderErr != nil && !isInputError(renderErr) {
+		return nil, sources, nil, renderErr
+	}
+	return rendered, sources, renderErr, nil
 }
 
 // selectSources lists the MachineConfigs the pool selects, in name order.

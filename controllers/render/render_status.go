@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/retry"
 	"github.com/strata-dev/strata/internal/status"
 	"github.com/strata-dev/strata/nodeconfig"
 )
@@ -64,4 +65,18 @@ func sourceWarnings(sources []v1alpha1.MachineConfig) []string {
 		}
 	}
 	return out
+}
+
+// setRetrying is the pool's RenderDegraded condition when the render could
+// not be done for a reason that may heal by itself (a read or a write the
+// API server did not answer): reason Retrying, with the error and the next
+// try's time, and the status it had, which nothing read contradicts
+// (Unknown when it has none yet). The configuration stays as it was.
+func setRetrying(pool *v1alpha1.MachineConfigPool, a *retry.Attempt) {
+	cond := metav1.Condition{Type: v1alpha1.PoolRenderDegraded, Status: metav1.ConditionUnknown, ObservedGeneration: pool.Generation,
+		Reason: v1alpha1.ReasonRetrying, Message: status.Message(a.Message())}
+	if old := meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.PoolRenderDegraded); old != nil {
+		cond.Status = old.Status
+	}
+	meta.SetStatusCondition(&pool.Status.Conditions, cond)
 }
