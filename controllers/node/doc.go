@@ -17,7 +17,11 @@
 //     stage-ahead set as the desiredStage annotation (and removes it
 //     from every other node of the pool), records the canary's phase
 //     and soak start in status.canary, and comes back at the soak's
-//     end, by the same clock.
+//     end, by the same clock. A reconcile that fails in a way that may
+//     heal by itself (an input that cannot be read, a node that cannot
+//     be written) says so in the Updated condition, reason Retrying,
+//     with the time of the next try, and comes back then, on a backoff
+//     of its own (internal/retry).
 //   - DrainReconciler (per Node) answers a daemon's desiredDrain request:
 //     cordon and evict with k8s.io/kubectl/pkg/drain (PodDisruptionBudgets
 //     honoured, DaemonSet pods left alone), or uncordon. Draining here and

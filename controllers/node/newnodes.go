@@ -1,11 +1,17 @@
 package node
 
 import (
-	"cmp"
+	"context"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/controllers/node/plan"
+	"github.com/strata-dev/strata/internal/history"
+	"github.com/strata-dev/strata/internal/imageref"
+	"github.com/strata-dev/strata/internal/layering"
 )
 
 // newNodes is the pool's status.newNodes: what a node joining the pool
@@ -15,23 +21,22 @@ import (
 // takes it like any node. It keeps what it was (prev) while the rollout
 // moves no node to the target: a target still waiting for its build or
 // approval (there is no target image), a paused pool. A halted rollout
-// gives new nodes the image it was moving the pool away from, never the
-// one it is stuck on: the image and config most of the pool's nodes not
-// on the target run (the failed ones were rolled back to it). A pool
-// that never had anything to give keeps it absent: the config server
+// gives new nodes what this controller released before the image it is
+// stuck on: prev, when it is not that image, else released, the newest
+// earlier build of the pool's MachineOSConfig that may roll out
+// (previousRelease). Nothing a daemon reports is an input: a node's token
+// can say anything of its own node, and must not choose another's image.
+// A pool that has nothing to give keeps it absent: the config server
 // serves nothing.
-func newNodes(prev *v1alpha1.NewNodeStatus, t target, paused, halted bool, nodes []plan.Node) *v1alpha1.NewNodeStatus {
+func newNodes(prev *v1alpha1.NewNodeStatus, t target, paused, halted bool, released *v1alpha1.NewNodeStatus) *v1alpha1.NewNodeStatus {
 	if t.Waiting != "" || t.Config == "" {
 		return prev
 	}
 	if halted {
-		if before := mostRun(nodes, t.Image); before != nil {
-			return before
+		if prev != nil && prev.Image != t.Image {
+			return prev
 		}
-		if prev != nil && prev.Image == t.Image {
-			return nil
-		}
-		return prev
+		return released
 	}
 	if paused && prev != nil {
 		return prev
@@ -39,26 +44,45 @@ func newNodes(prev *v1alpha1.NewNodeStatus, t target, paused, halted bool, nodes
 	return &v1alpha1.NewNodeStatus{Image: t.Image, Config: t.Config}
 }
 
-// mostRun is the image and config most nodes run that are not on image
-// (ties broken by name, for a stable status); nil when there are none.
-func mostRun(nodes []plan.Node, image string) *v1alpha1.NewNodeStatus {
-	type pair struct{ image, config string }
-	count := map[pair]int{}
-	for _, n := range nodes {
-		if n.CurrentImage == "" || n.CurrentImage == image || n.CurrentConfig == "" {
-			continue
+// previousRelease is what new nodes of a halted layered pool start from
+// once status.newNodes had already moved to the stuck image: the newest
+// build of the pool's MachineOSConfig other than the one of image that
+// the rollout would release (succeeded with an image by digest, approved
+// where approval is required, signed where the pool signs), with its
+// rendered config; nil when there is none or the pool is not layered.
+// Builds are written by the build controller and approvers only.
+func (r *Reconciler) previousRelease(ctx context.Context, pool *v1alpha1.MachineConfigPool, image string) (*v1alpha1.NewNodeStatus, error) {
+	mosc, err := layering.Holder(ctx, r.Client, pool)
+	if err != nil || mosc == nil {
+		return nil, err
+	}
+	var builds v1alpha1.MachineOSBuildList
+	if err := r.Client.List(ctx, &builds, client.MatchingLabels{v1alpha1.MachineOSConfigLabel: mosc.Name}); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(builds.Items, func(a, b v1alpha1.MachineOSBuild) int { return history.NewestFirst(&a, &b) })
+	for i := range builds.Items {
+		b := &builds.Items[i]
+		if img := b.Status.DigestedImagePushSpec; img != image && releasable(mosc, b) {
+			return &v1alpha1.NewNodeStatus{Image: img, Config: b.Spec.MachineConfig.Name}, nil
 		}
-		count[pair{n.CurrentImage, n.CurrentConfig}]++
 	}
-	if len(count) == 0 {
-		return nil
+	return nil, nil
+}
+
+// releasable says whether the rollout would give a build's image to
+// nodes: succeeded with an image by digest, approved where the
+// MachineOSConfig requires approval, signed where it signs.
+func releasable(mosc *v1alpha1.MachineOSConfig, b *v1alpha1.MachineOSBuild) bool {
+	if !metav1.IsControlledBy(b, mosc) || !meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildSucceeded) ||
+		!imageref.ValidPinned(b.Status.DigestedImagePushSpec) {
+		return false
 	}
-	var pairs []pair
-	for p := range count {
-		pairs = append(pairs, p)
+	if mosc.Spec.ImageApproval == v1alpha1.ImageApprovalRequired && !meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildImageApproved) {
+		return false
 	}
-	slices.SortFunc(pairs, func(a, b pair) int {
-		return cmp.Or(cmp.Compare(count[b], count[a]), cmp.Compare(a.image, b.image), cmp.Compare(a.config, b.config))
-	})
-	return &v1alpha1.NewNodeStatus{Image: pairs[0].image, Config: pairs[0].config}
+	if mosc.Spec.Signing != nil && !meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildImageSigned) {
+		return false
+	}
+	return true
 }

@@ -76,3 +76,39 @@ func TestNewNodesFollowTheRollout(t *testing.T) {
 	f.waitCondition(v1alpha1.PoolUpdated, "False", v1alpha1.ReasonRolloutHalted, "halted")
 	f.waitNewNodes(first)
 }
+
+// TestNewNodesIgnoreWhatDaemonsReport (issue 37 finding 2): one node's
+// daemon token cannot choose the image of the pool's new nodes. The node
+// reports Done until every other node is updated, then Degraded on an
+// image and config of its choice, the only node off the target: the
+// halted rollout still gives new nodes the release before the target.
+func TestNewNodesIgnoreWhatDaemonsReport(t *testing.T) {
+	f := newFixture(t, "forged", 3, nil)
+	f.layer("rendered-forged-1", image('c'))
+	startController(t)
+	first := &v1alpha1.NewNodeStatus{Image: image('c'), Config: "rendered-forged-1"}
+	f.waitNewNodes(first)
+	for i, n := range f.nodes {
+		f.waitTaken("rendered-forged-1", image('c'), i+1)
+		f.finish(n)
+	}
+	f.waitCondition(v1alpha1.PoolUpdated, "True", v1alpha1.ReasonAllNodesUpdated, "")
+
+	f.rendered("rendered-forged-2")
+	f.setConfig("rendered-forged-2")
+	f.build("rendered-forged-2", image('d'), true)
+	var taken []string
+	for i := range f.nodes {
+		taken = f.waitTaken("rendered-forged-2", image('d'), i+1)
+		if i < len(f.nodes)-1 {
+			f.finish(taken[i])
+		}
+	}
+	f.waitNewNodes(&v1alpha1.NewNodeStatus{Image: image('d'), Config: "rendered-forged-2"})
+	attacker := taken[len(taken)-1]
+	f.annotate(attacker,
+		v1alpha1.CurrentImageAnnotation, image('e'), v1alpha1.CurrentConfigAnnotation, "rendered-forged-evil",
+		v1alpha1.StateAnnotation, v1alpha1.NodeStateDegraded, v1alpha1.ReasonAnnotation, "rolled back")
+	f.waitCondition(v1alpha1.PoolUpdated, "False", v1alpha1.ReasonRolloutHalted, "halted")
+	f.waitNewNodes(first)
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/strata-dev/strata/internal/gate"
 	"github.com/strata-dev/strata/internal/metrics"
 	"github.com/strata-dev/strata/internal/poolstatus"
+	"github.com/strata-dev/strata/internal/retry"
 	"github.com/strata-dev/strata/internal/status"
 	"github.com/strata-dev/strata/internal/window"
 )
@@ -55,6 +56,13 @@ type Reconciler struct {
 	// GateRecheck is how soon a held pool is checked again; zero is
 	// DefaultGateRecheck.
 	GateRecheck time.Duration
+	// MaxRetryDelay bounds the wait before the next try of a pool whose
+	// reconcile failed in a way that may heal by itself (a read or a
+	// node's write the API server did not answer): tries back off from
+	// half a second, doubling, up to this. Zero is retry.DefaultMaxDelay.
+	MaxRetryDelay time.Duration
+
+	retries retry.Backoff
 }
 
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigpools,verbs=get;list;watch
@@ -152,9 +160,17 @@ type scope struct {
 	result plan.Result
 	// nodes are the pool's nodes as planned.
 	nodes []plan.Node
-	// nodeErr is a failure to write a node, reported in the status.
-	nodeErr error
-	gates   gateState
+	gates gateState
+	// planned: the inputs were read and the rollout planned. Without a
+	// plan only retry is known, and the rest of the status stays as it
+	// was last written.
+	planned bool
+	// retry is set when the reconcile failed (an input that could not be
+	// read, a node that could not be written) and is tried again.
+	retry *retry.Attempt
+	// released is what new nodes of a halted rollout start from
+	// (previousRelease); read only when the rollout is halted.
+	released *v1alpha1.NewNodeStatus
 }
 
 // windowState is the pool's maintenance windows as of this reconcile.
@@ -190,23 +206,31 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			metrics.ForgetPool(req.Name)
+			r.retries.Forget(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if pool.DeletionTimestamp != nil {
 		metrics.ForgetPool(pool.Name)
+		r.retries.Forget(pool.Name)
 		return ctrl.Result{}, nil
 	}
 	now := r.clock().Now()
 	s := &scope{pool: pool, window: windowsAt(pool, now)}
-	var err error
-	if s.target, err = r.targetFor(ctx, pool); err != nil {
-		return ctrl.Result{}, err
-	}
-	nodes, err := r.poolNodes(ctx, pool)
+	nodes, err := r.gather(ctx, s)
 	if err != nil {
-		return ctrl.Result{}, err
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{}, err
+		}
+		// An input could not be read: nothing is planned, but the pool
+		// says what failed and when it is tried again.
+		r.failed(ctx, s, err)
+		if err := r.writeStatus(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: s.retry.After}, nil
 	}
+	s.planned = true
 	s.gates.invalid = gate.Validate(pool.Spec.Gates)
 	pp := planPool(pool, s.window, s.target.Target, now)
 	s.result = plan.Plan(pp, s.target.Target, nodes.plan)
@@ -222,8 +246,23 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	log.FromContext(ctx).V(1).Info("Planned the rollout", "targetConfig", s.target.Config, "targetImage", s.target.Image,
 		"waiting", s.target.Waiting, "windowOpen", s.window.open(), "actions", len(s.result.Actions),
 		"updated", s.result.UpdatedCount, "machines", s.result.MachineCount, "gateHeld", s.gates.held(), "blocked", len(s.result.Blocked))
-	s.nodeErr = r.apply(ctx, s, nodes.byName)
+	nodeErr := r.apply(ctx, s, nodes.byName)
 	setMetrics(s, nodes)
+	// A halted rollout's new nodes start from what this controller
+	// released before (never from what a node reports), read only when
+	// needed: status.newNodes already on the image it is stuck on.
+	if prev := pool.Status.NewNodes; s.result.Halted && (prev == nil || prev.Image == s.target.Image) {
+		// On an error new nodes get nothing meanwhile, which is safe, and
+		// the pool says it is retrying.
+		if s.released, err = r.previousRelease(ctx, pool, s.target.Image); err != nil && nodeErr == nil {
+			nodeErr = fmt.Errorf("find the release before %s for new nodes: %w", s.target.Image, err)
+		}
+	}
+	if nodeErr != nil && !apierrors.IsConflict(nodeErr) {
+		r.failed(ctx, s, nodeErr)
+	} else {
+		r.retries.Forget(pool.Name)
+	}
 
 	if err := r.writeStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err
@@ -247,7 +286,33 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			res.RequeueAfter = d
 		}
 	}
-	return res, s.nodeErr
+	// Nor does a failed node write's healing.
+	if s.retry != nil {
+		if d := s.retry.After; res.RequeueAfter == 0 || d < res.RequeueAfter {
+			res.RequeueAfter = d
+		}
+		return res, nil
+	}
+	// A conflict comes back at once (QuietConflict).
+	return res, nodeErr
+}
+
+// gather reads the pool's inputs into s: its target and its nodes.
+func (r *Reconciler) gather(ctx context.Context, s *scope) (poolNodeSet, error) {
+	var err error
+	if s.target, err = r.targetFor(ctx, s.pool); err != nil {
+		return poolNodeSet{}, err
+	}
+	return r.poolNodes(ctx, s.pool)
+}
+
+// failed records in s a failure that may heal by itself (a cache or API
+// read, a node's write), with the next try's time on the controller's own
+// bounded backoff: the work queue's grows to minutes and is told nowhere.
+// The error is logged here, since the reconcile returns none.
+func (r *Reconciler) failed(ctx context.Context, s *scope, err error) {
+	s.retry = r.retries.Fail(s.pool.Name, err, r.MaxRetryDelay, time.Now())
+	log.FromContext(ctx).Info("Reconcile failed; trying again", "error", err.Error(), "after", s.retry.After)
 }
 
 // windowsAt reads the pool's maintenance windows at now.
@@ -430,7 +495,11 @@ func (r *Reconciler) applyStage(ctx context.Context, s *scope, nodes map[string]
 // changed.
 func (r *Reconciler) writeStatus(ctx context.Context, s *scope) error {
 	next := s.pool.DeepCopy()
-	setStatus(next, s)
+	if s.planned {
+		setStatus(next, s)
+	} else {
+		setRetrying(next, s)
+	}
 	if equality.Semantic.DeepEqual(next.Status, s.pool.Status) {
 		return nil
 	}

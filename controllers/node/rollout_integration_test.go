@@ -23,6 +23,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/controllers/degraded"
+	"github.com/strata-dev/strata/internal/history"
 	"github.com/strata-dev/strata/test/testenv"
 )
 
@@ -254,8 +255,14 @@ func (f *fixture) layer(config, img string) {
 func (f *fixture) build(config, img string, succeeded bool) {
 	ctx := context.Background()
 	name := f.pool + "-" + config
+	owner := &v1alpha1.MachineOSConfig{}
+	must(f.t, env.Client.Get(ctx, client.ObjectKey{Name: f.pool}, owner))
+	// Labelled, owned and stamped as the build controller makes builds.
 	b := &v1alpha1.MachineOSBuild{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1alpha1.PoolLabel: f.pool}},
+		ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels:          map[string]string{v1alpha1.PoolLabel: f.pool, v1alpha1.MachineOSConfigLabel: f.pool},
+			Annotations:     map[string]string{v1alpha1.CreatedAnnotation: history.Stamp()},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, v1alpha1.GroupVersion.WithKind("MachineOSConfig"))}},
 		Spec: v1alpha1.MachineOSBuildSpec{
 			MachineConfig:         v1alpha1.LocalObjectReference{Name: config},
 			MachineOSConfig:       v1alpha1.LocalObjectReference{Name: f.pool},

@@ -20,7 +20,9 @@ const maxListed = 10
 
 // setStatus computes every part of the pool's status this controller owns
 // (poolstatus.Rollout), every time: the machine counts and the Updated,
-// Updating and NodeDegraded conditions.
+// Updating and NodeDegraded conditions. A node's write that failed is
+// the Updated condition's (reason Retrying), not NodeDegraded's: no node
+// failed its update, and the next try may well succeed.
 func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 	res := s.result
 	st := &pool.Status
@@ -30,7 +32,7 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 	st.UnavailableMachineCount = res.UnavailableCount
 	st.DegradedMachineCount = res.DegradedCount
 	st.MaintenanceWindow = windowStatus(s.window)
-	st.NewNodes = newNodes(st.NewNodes, s.target, pool.Spec.Paused, res.Halted, s.nodes)
+	st.NewNodes = newNodes(st.NewNodes, s.target, pool.Spec.Paused, res.Halted, s.released)
 	st.StagedAheadMachineCount = res.StagedAheadCount
 	st.Canary = canaryStatus(s)
 
@@ -140,6 +142,12 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 	default:
 		updating.Status, updating.Reason, updating.Message = metav1.ConditionFalse, updated.Reason, updated.Message
 	}
+	if s.retry != nil {
+		// A node could not be written: what was planned holds, and the
+		// pool says what failed first and when it is tried again.
+		updated.Reason = v1alpha1.ReasonRetrying
+		updated.Message = s.retry.Message() + "; " + updated.Message
+	}
 
 	degraded := metav1.Condition{Type: v1alpha1.PoolNodeDegraded, ObservedGeneration: gen,
 		Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonAsExpected, Message: "No node failed its update"}
@@ -153,9 +161,6 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 	}
 	if len(res.Conflicts) > 0 {
 		problems = append(problems, "selected by several pools and left alone: "+listed(res.Conflicts))
-	}
-	if s.nodeErr != nil {
-		problems = append(problems, s.nodeErr.Error())
 	}
 	if len(problems) > 0 {
 		degraded.Status = metav1.ConditionTrue
@@ -172,6 +177,20 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		c.Message = status.Message(c.Message)
 		meta.SetStatusCondition(&st.Conditions, *c)
 	}
+}
+
+// setRetrying is the pool's status when its inputs could not be read and
+// nothing was planned: the Updated condition says what failed and when it
+// is tried again (reason Retrying) and keeps the status it had, which
+// nothing read contradicts (Unknown when it has none yet); the rest of
+// the share is what the last reconcile that planned wrote.
+func setRetrying(pool *v1alpha1.MachineConfigPool, s *scope) {
+	updated := metav1.Condition{Type: v1alpha1.PoolUpdated, Status: metav1.ConditionUnknown, ObservedGeneration: pool.Generation,
+		Reason: v1alpha1.ReasonRetrying, Message: status.Message(s.retry.Message())}
+	if old := meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.PoolUpdated); old != nil {
+		updated.Status = old.Status
+	}
+	meta.SetStatusCondition(&pool.Status.Conditions, updated)
 }
 
 // canaryStatus is status.canary: absent without a canary, or without a
