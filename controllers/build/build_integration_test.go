@@ -582,10 +582,10 @@ func (f *fixture) assertNoSecret(b *v1alpha1.MachineOSBuild) {
 		key := client.ObjectKey{Namespace: ns, Name: job.JobName(b.Name)}
 		eventually(f.t, "the Job and Secret of ended build "+b.Name+" deleted", func() error {
 			if err := env.Client.Get(ctx, key, &corev1.Secret{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("Secret: %v", err)
+				return fmt.Errorf("Secret: %w", err)
 			}
 			if err := env.Client.Get(ctx, key, &batchv1.Job{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("Job: %v", err)
+				return fmt.Errorf("Job: %w", err)
 			}
 			return nil
 		})

@@ -78,7 +78,9 @@ func TestPolicyRefusesSecretsTheAuthorCannotRead(t *testing.T) {
 	}{
 		{"spec.renderedImagePushSecret", func(s *v1alpha1.MachineOSConfigSpec) { s.RenderedImagePushSecret.Name = "other-pool-push" }},
 		{"spec.renderedImagePullSecret", func(s *v1alpha1.MachineOSConfigSpec) { s.RenderedImagePullSecret.Name = "org-wide-credential" }},
-		{"spec.baseImagePullSecret", func(s *v1alpha1.MachineOSConfigSpec) { s.BaseImagePullSecret = &v1alpha1.SecretReference{Name: "other-base-pull"} }},
+		{"spec.baseImagePullSecret", func(s *v1alpha1.MachineOSConfigSpec) {
+			s.BaseImagePullSecret = &v1alpha1.SecretReference{Name: "other-base-pull"}
+		}},
 		{"spec.signing.keySecret", func(s *v1alpha1.MachineOSConfigSpec) {
 			s.Signing = &v1alpha1.ImageSigning{KeySecret: v1alpha1.LocalObjectReference{Name: "other-pool-signing-key"},
 				PublicKeys: []v1alpha1.PEMPublicKey{publicKeyPEM(t)}}
