@@ -392,6 +392,12 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 			return err
 		}
 	}
+	if meta.FindStatusCondition(s.build.Status.Conditions, v1alpha1.BuildPrepared) == nil {
+		// Made by a reconcile that stopped (a crash, a restart) before
+		// it wrote the build's first status: write it now.
+		s.build.Status.BaseImagePullSpec = in.base
+		setBuildConditions(s.build, statePrepared, "Rendered "+in.rendered.Name+" on "+in.base)
+	}
 	if isTrue(s.build, v1alpha1.BuildInterrupted) {
 		// The inputs it was interrupted for are current again (a change
 		// reverted): no build of the current inputs waits on one that

@@ -982,3 +982,43 @@ func TestPodThatCannotStartFailsTheBuild(t *testing.T) {
 		return nil
 	})
 }
+
+// A build made by a reconcile that stopped before it wrote the build's
+// first status (the controller restarted between the create and the
+// status write) gets that status from the next reconcile, with its
+// base, and is built (found by test/convergence).
+func TestBuildMadeWithoutItsStatusIsCompleted(t *testing.T) {
+	f := newFixture(t, "nostatus")
+	stop := startController(t, f.reg, 0)
+	f.mosc()
+	a := waitBuild(t, "nostatus")
+	stop()
+	// What the create left when no status write followed.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		b, err := getBuild(a.Name)
+		if err != nil {
+			return err
+		}
+		b.Status = v1alpha1.MachineOSBuildStatus{}
+		return env.Client.Status().Update(context.Background(), b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startController(t, f.reg, 0)
+	eventually(t, "the build's first status", func() error {
+		b, err := getBuild(a.Name)
+		if err != nil {
+			return err
+		}
+		if !isTrue(b, v1alpha1.BuildPrepared) || !strings.Contains(b.Status.BaseImagePullSpec, "@sha256:") {
+			return fmt.Errorf("base %q, conditions %+v", b.Status.BaseImagePullSpec, b.Status.Conditions)
+		}
+		return nil
+	})
+	f.succeed(a)
+	b := waitCondition(t, a.Name, v1alpha1.BuildSucceeded)
+	if !strings.Contains(b.Status.BaseImagePullSpec, "@sha256:") {
+		t.Errorf("the succeeded build has base %q, want it by digest", b.Status.BaseImagePullSpec)
+	}
+}
