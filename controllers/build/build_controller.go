@@ -31,6 +31,7 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/history"
 	"github.com/strata-dev/strata/internal/registry"
+	"github.com/strata-dev/strata/internal/retry"
 	"github.com/strata-dev/strata/internal/status"
 )
 
@@ -45,7 +46,7 @@ type Reconciler struct {
 	Config   Config
 	Registry registry.Client
 
-	retries backoff
+	retries retry.Backoff
 }
 
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineosconfigs,verbs=get;list;watch;update;patch
@@ -235,7 +236,7 @@ type scope struct {
 	// missing is the current image when the registry no longer has it.
 	missing string
 	// retry is set when a step failed and is tried again.
-	retry *retrying
+	retry *retry.Attempt
 }
 
 // afterWrite runs fn once the build's status is written.
@@ -251,14 +252,6 @@ func (s *scope) requeue(d time.Duration) {
 	if s.after == 0 || d < s.after {
 		s.after = d
 	}
-}
-
-// retrying is a reconcile's failure that may heal by itself, and when the
-// next try is.
-type retrying struct {
-	err   error
-	after time.Duration
-	at    time.Time
 }
 
 type problem struct {
@@ -279,7 +272,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !mosc.DeletionTimestamp.IsZero() {
-		r.retries.forget(mosc.Name)
+		r.retries.Forget(mosc.Name)
 		return ctrl.Result{}, r.finalize(ctx, mosc)
 	}
 	if controllerutil.AddFinalizer(mosc, finalizer) {
@@ -297,12 +290,11 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// that did not answer). The status says so and when the next try
 		// is, and the try comes on the controller's own bounded backoff,
 		// not the work queue's, which grows to minutes.
-		s.retry = &retrying{err: err, after: r.retries.next(mosc.Name, r.Config.MaxRetryDelay.Duration)}
-		s.retry.at = time.Now().Add(s.retry.after)
-		s.requeue(s.retry.after)
-		log.FromContext(ctx).Info("Reconcile failed; trying again", "error", err.Error(), "after", s.retry.after)
+		s.retry = r.retries.Fail(mosc.Name, err, r.Config.MaxRetryDelay.Duration, time.Now())
+		s.requeue(s.retry.After)
+		log.FromContext(ctx).Info("Reconcile failed; trying again", "error", err.Error(), "after", s.retry.After)
 	} else {
-		r.retries.forget(mosc.Name)
+		r.retries.Forget(mosc.Name)
 	}
 	// The build's progress is written even when a step failed, so that
 	// the status says what is being retried.

@@ -3,7 +3,6 @@ package build
 import (
 	"context"
 	"fmt"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,6 +13,7 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/poolstatus"
 	"github.com/strata-dev/strata/internal/registry"
+	"github.com/strata-dev/strata/internal/retry"
 	"github.com/strata-dev/strata/internal/status"
 )
 
@@ -110,7 +110,7 @@ func setConfigStatus(s *scope) {
 		// What failed and when it is tried again; an error of a registry
 		// or the API server names objects and addresses, never a Secret's
 		// content.
-		note := fmt.Sprintf("%v; trying again at %s", registry.Explain(s.retry.err), s.retry.at.UTC().Format(time.RFC3339))
+		note := (&retry.Attempt{Err: registry.Explain(s.retry.Err), At: s.retry.At}).Message()
 		if ready.Status == metav1.ConditionTrue {
 			ready.Message += "; a later step failed: " + note
 		} else {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/strata-dev/strata/builder/diskjob"
 	"github.com/strata-dev/strata/builder/job"
+	"github.com/strata-dev/strata/internal/retry"
 )
 
 // DefaultHistory is how many finished builds a MachineOSConfig keeps
@@ -65,7 +66,7 @@ type Config struct {
 // DefaultMaxRetryDelay is the longest wait between two tries of a
 // MachineOSConfig whose reconcile failed, when the configuration does not
 // say: a registry back from an outage is used again within it.
-const DefaultMaxRetryDelay = 30 * time.Second
+const DefaultMaxRetryDelay = retry.DefaultMaxDelay
 
 // withDefaults fills what was left empty.
 func (c Config) withDefaults() (Config, error) {
