@@ -693,7 +693,10 @@ func (s *sequence) cleanup() {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		if err != nil {
+			return fmt.Errorf("not read: %w", err)
+		}
+		return errors.New("still there")
 	})
 }
 
