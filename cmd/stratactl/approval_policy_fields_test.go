@@ -12,16 +12,13 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/internal/scheme"
 	"github.com/strata-dev/strata/test/testenv"
 )
 
@@ -111,24 +108,8 @@ func TestApprovalPolicyCoversStatus(t *testing.T) {
 // another boot disk, give it one, take it away, forge or drop its
 // signatures, or change its attempt; it can still approve it.
 func TestAPIRefusesApproverBootDiskAndSignatures(t *testing.T) {
-	env := testenv.Start(t)
+	env, scanner := approverEnv(t)
 	ctx := context.Background()
-	if err := env.Install(ctx, "config/rbac/approver", "config/policy"); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "scanner-approves"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "strata-image-approver"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "scanner"}},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	scannerCfg := rest.CopyConfig(env.Config)
-	scannerCfg.Impersonate = rest.ImpersonationConfig{UserName: "scanner"}
-	scanner, err := client.New(scannerCfg, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	const repo = "registry.example.com/os/worker"
 	img := repo + "@sha256:" + strings.Repeat("a", 64)

@@ -24,24 +24,8 @@ import (
 // strata-image-approver and a cluster admin alike. A rejection is let
 // through, and so is the approval once the build succeeded.
 func TestAPIRefusesApprovalBeforeSuccess(t *testing.T) {
-	env := testenv.Start(t)
+	env, scanner := approverEnv(t)
 	ctx := context.Background()
-	if err := env.Install(ctx, "config/rbac/approver", "config/policy"); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "scanner-approves"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "strata-image-approver"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "scanner"}},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	scannerCfg := rest.CopyConfig(env.Config)
-	scannerCfg.Impersonate = rest.ImpersonationConfig{UserName: "scanner"}
-	scanner, err := client.New(scannerCfg, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := &v1alpha1.MachineOSBuild{
 		ObjectMeta: metav1.ObjectMeta{Name: "worker-running"},
 		Spec: v1alpha1.MachineOSBuildSpec{
@@ -105,4 +89,30 @@ func TestAPIRefusesApprovalBeforeSuccess(t *testing.T) {
 	if err := verdict(scanner, metav1.ConditionTrue); err != nil {
 		t.Errorf("the scanner's approval of a built image: %v", err)
 	}
+}
+
+// approverEnv starts an apiserver with config/policy and the approver
+// role installed, and returns it with a client of the user "scanner",
+// bound to strata-image-approver.
+func approverEnv(t *testing.T) (*testenv.Env, client.Client) {
+	t.Helper()
+	env := testenv.Start(t)
+	ctx := context.Background()
+	if err := env.Install(ctx, "config/rbac/approver", "config/policy"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "scanner-approves"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "strata-image-approver"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "scanner"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	scannerCfg := rest.CopyConfig(env.Config)
+	scannerCfg.Impersonate = rest.ImpersonationConfig{UserName: "scanner"}
+	scanner, err := client.New(scannerCfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, scanner
 }
