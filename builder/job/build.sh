@@ -124,8 +124,11 @@ error_of() {
 	printf '%s' "$e"
 }
 
+# is_auth_error MESSAGE: whether a registry refused credentials. The status
+# code 401 counts only as a number of its own: the message also carries the
+# registry's address and digests, where 401 can be part of a port or of hex.
 is_auth_error() {
-	grep -qiE '401|unauthorized|authentication required|invalid username/password|denied: requested access' <<<"$1"
+	grep -qiE '(^|[^[:alnum:]:.])401([^[:alnum:]]|$)|unauthorized|authentication required|invalid username/password|denied: requested access' <<<"$1"
 }
 
 # authfile FILE: a mounted Secret's authfile must be readable.
