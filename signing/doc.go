@@ -16,5 +16,7 @@
 //
 // Code that imports this package must be built with the tags in
 // hack/go-tags (containers_image_openpgp): without them containers/image
-// links gpgme through cgo.
+// links gpgme through cgo. Tools a user builds with plain `go build`
+// (stratactl) read and verify signatures with package signing/attached,
+// which a test here holds to containers/image's answers.
 package signing

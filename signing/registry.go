@@ -12,6 +12,8 @@ import (
 	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/docker/reference"
 	"go.podman.io/image/v5/types"
+
+	"github.com/strata-dev/strata/signing/attached"
 )
 
 // Registry is how a registry is reached: the same credentials Strata
@@ -26,6 +28,11 @@ type Registry struct {
 	// /etc/containers/registries.d; "" uses Strata's own, which reads
 	// sigstore attachments of every registry.
 	RegistriesDir string
+}
+
+// attached is r for package attached, which reads attachments itself.
+func (r Registry) attached() attached.Registry {
+	return attached.Registry{Keychain: r.Keychain, Insecure: r.Insecure}
 }
 
 // attachmentsConfig is the registries.d configuration under which

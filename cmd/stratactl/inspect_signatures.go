@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/strata-dev/strata/internal/registry"
-	"github.com/strata-dev/strata/signing"
+	"github.com/strata-dev/strata/signing/attached"
 )
 
 // signatureReport is what inspect says of an image's signatures.
@@ -18,22 +18,22 @@ type signatureReport struct {
 	// Tag is where containers/image keeps them (sha256-<hex>.sig).
 	Tag string `json:"tag"`
 	// Signatures are the sigstore signatures found there.
-	Signatures []signing.Attached `json:"signatures"`
+	Signatures []attached.Signature `json:"signatures"`
 	// Keys says, for each --public-key, whether a signature by it
 	// verifies (as a node's policy would check it).
-	Keys []signing.KeyResult `json:"keys,omitempty"`
+	Keys []attached.KeyResult `json:"keys,omitempty"`
 }
 
 // inspectSignatures lists image's sigstore signatures and verifies them
 // with each key file.
 func inspectSignatures(ctx context.Context, rc registry.Client, kc authn.Keychain, image string, keyFiles []string) (*signatureReport, error) {
-	reg := signing.Registry{Keychain: kc, Insecure: rc.Insecure}
+	reg := attached.Registry{Keychain: kc, Insecure: rc.Insecure}
 	// Loopback registries are spoken to in plain HTTP, as by the rest of
 	// inspect (go-containerregistry's rule).
 	if ref, err := name.ParseReference(image); err == nil && ref.Context().Scheme() == "http" {
 		reg.Insecure = append(reg.Insecure, ref.Context().RegistryStr())
 	}
-	tag, sigs, err := signing.Attachments(ctx, image, reg)
+	tag, sigs, err := attached.List(ctx, image, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func inspectSignatures(ctx context.Context, rc registry.Client, kc authn.Keychai
 		}
 		keys = append(keys, k)
 	}
-	if rep.Keys, err = signing.VerifyEach(ctx, image, keys, reg); err != nil {
+	if rep.Keys, err = attached.VerifyEach(ctx, image, keys, reg); err != nil {
 		return nil, err
 	}
 	return rep, nil
