@@ -62,12 +62,13 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run --build-tags e2e,vm,$(GO_TAGS) ./...
 
 .PHONY: verify
-verify: generate manifests ## Regenerate and fail on any diff; check that the daemon links no buildkit; lint.
+verify: generate manifests ## Regenerate and fail on any diff; check that the daemon links no buildkit and stratactl builds with plain go build; lint.
 	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
 		echo "generated files are out of date; run 'make generate manifests' and commit:"; \
 		git status --porcelain -- api config; git diff --stat -- api config; exit 1; fi
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -s -l $$(git ls-files '*.go'); exit 1; }
 	hack/check-daemon-deps.sh
+	hack/check-stratactl-build.sh
 	$(MAKE) lint
 
 ##@ Build
