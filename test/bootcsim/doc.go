@@ -5,7 +5,14 @@
 // of bootc. A switch with --enforce-container-sigpolicy has its image's
 // signatures evaluated by containers/image in bootc-sim-sigpolicy, a
 // helper installed beside bootc-sim (package sigverify in process), so
-// that bootc-sim, run at every step of an update, does not link it.
+// that bootc-sim, run at every step of an update, does not link it. As
+// in bootc, the verification is part of the image reference: the
+// deployment records it (bootc's ostree-image-signed:, here a line in
+// the simulator's origin group), status reports the reference's
+// signature as "containerPolicy", a switch with the option to the spec
+// staged without it is a new spec (it verifies, rather than "Image
+// specification is unchanged."), an upgrade of a verified spec verifies
+// again, and --from-downloaded verifies nothing.
 //
 // Only the boot is simulated. Images are really pulled from a registry
 // (go-containerregistry, with the node's ostree auth file), imported into

@@ -323,22 +323,37 @@ type origin struct {
 	// no shutdown finalizes it. ostree keeps the lock beside its staged
 	// flag, in /run.
 	Locked bool
+	// Verified: the image was fetched under the signature policy
+	// (switch --enforce-container-sigpolicy), which bootc records in the
+	// image reference (ostree-image-signed:docker://...) and reports as
+	// the reference's signature "containerPolicy"; an upgrade of it
+	// verifies again. ostreeimage reads only unverified references, so
+	// the simulator keeps the mark in its own group.
+	Verified bool
 }
 
 const (
-	originStagedLine = "staged=true"
-	originLockedLine = "download-only=true"
+	originStagedLine   = "staged=true"
+	originLockedLine   = "download-only=true"
+	originVerifiedLine = "sigverify=container-policy"
 )
 
 func (o origin) String() string {
 	s := ostreeimage.Origin{Image: o.Image}.String()
+	if !o.Staged && !o.Verified {
+		return s
+	}
+	s += "\n[bootc-sim]\n"
 	if o.Staged {
 		// Marks a deployment Switch wrote that no simulated boot has
 		// finalized yet (ostree's own staged flag needs a booted system).
-		s += "\n[bootc-sim]\n" + originStagedLine + "\n"
+		s += originStagedLine + "\n"
 		if o.Locked {
 			s += originLockedLine + "\n"
 		}
+	}
+	if o.Verified {
+		s += originVerifiedLine + "\n"
 	}
 	return s
 }
@@ -370,6 +385,8 @@ func readOrigin(d deployment) (origin, error) {
 			o.Staged = true
 		case group == "bootc-sim" && line == originLockedLine:
 			o.Locked = true
+		case group == "bootc-sim" && line == originVerifiedLine:
+			o.Verified = true
 		}
 	}
 	return o, nil

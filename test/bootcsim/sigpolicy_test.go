@@ -123,3 +123,89 @@ func genKey(t *testing.T) *signing.KeyPair {
 	}
 	return kp
 }
+
+// Issue 37 finding 3, as bootc does it: a download-only switch with
+// --enforce-container-sigpolicy verifies before it downloads (an
+// unsigned image is refused, nothing is staged); the verified stage is
+// reported with the reference's signature "containerPolicy", an
+// unverified one without. A switch with the option to the image staged
+// without it is a new spec (the signature verification is part of it)
+// and verifies, where bootc would otherwise say "unchanged" and keep
+// the unverified stage; --from-downloaded verifies nothing; an upgrade
+// of a verified spec verifies again.
+func TestDownloadOnlySwitchEnforcesThePolicy(t *testing.T) {
+	ctx := context.Background()
+	reg := testregistry.Start(t, "")
+	r := signing.Registry{Keychain: staticKeychain{reg.Auth()}, Insecure: []string{reg.Host}}
+	key := genKey(t)
+	base := pushImage(t, reg, "strata/os:base", "0", map[string]string{"etc/hello": "base\n"})
+	signed := pushImage(t, reg, "strata/os:signed", "1", map[string]string{"etc/hello": "signed\n"})
+	if err := signing.Sign(ctx, signed.Ref, key.Private, r); err != nil {
+		t.Fatal(err)
+	}
+	unsigned := pushImage(t, reg, "strata/os:hand", "2", map[string]string{"etc/hello": "pushed by hand\n"})
+
+	s, _ := newNode(t)
+	s.VerifySignatures = sigverify.Verify
+	if err := s.Init(ctx, base.Ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetBootcVersion(bootcsim.VersionMain); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(s.Root, "etc", "ostree", "auth.json"), string(reg.DockerConfigJSON(reg.Password)))
+	writePolicy(t, s, reg.Host+"/strata/os", key.Public)
+	locked := bootcsim.SwitchOptions{DownloadOnly: true, EnforceSigPolicy: true}
+	signature := func() string {
+		t.Helper()
+		st := status(t, s).Status.Staged
+		if st == nil || st.Image == nil {
+			return "(nothing staged)"
+		}
+		return string(st.Image.Image.Signature)
+	}
+
+	if _, err := s.Switch(ctx, unsigned.Ref, locked); err == nil || !strings.Contains(err.Error(), "A signature was required, but no signature exists") {
+		t.Fatalf("download-only switch to an unsigned image = %v, want the policy's refusal", err)
+	}
+	expectEntries(t, status(t, s), "", base.Digest, "", false)
+
+	if _, err := s.Switch(ctx, signed.Ref, locked); err != nil {
+		t.Fatalf("download-only switch to the signed image: %v", err)
+	}
+	if got := signature(); got != `"containerPolicy"` {
+		t.Fatalf("verified stage: signature %s, want \"containerPolicy\"", got)
+	}
+	if !status(t, s).Status.Staged.DownloadOnly {
+		t.Fatal("the verified stage is not locked")
+	}
+
+	// Staged ahead without the policy (an older daemon): reported as
+	// unverified, and a switch with the option verifies and refuses it.
+	if _, err := s.Switch(ctx, unsigned.Ref, bootcsim.SwitchOptions{DownloadOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := signature(); got != "" {
+		t.Fatalf("unverified stage: signature %s, want none", got)
+	}
+	changed, err := s.Switch(ctx, unsigned.Ref, locked)
+	if err == nil || changed || !strings.Contains(err.Error(), "A signature was required") {
+		t.Fatalf("enforcing switch to the image staged unverified = %v, %v; want it verified and refused", changed, err)
+	}
+	// --from-downloaded only unlocks: it would boot the unverified stage.
+	if err := s.Upgrade(ctx, bootcsim.UpgradeOptions{FromDownloaded: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, s).Status.Staged; got == nil || got.DownloadOnly || got.Image.ImageDigest != unsigned.Digest {
+		t.Fatalf("after --from-downloaded staged %+v, want %s unlocked", got, unsigned.Digest)
+	}
+
+	// An upgrade of a verified spec fetches under the policy again.
+	if _, err := s.Switch(ctx, signed.Ref, bootcsim.SwitchOptions{EnforceSigPolicy: true}); err != nil {
+		t.Fatal(err)
+	}
+	writePolicy(t, s, reg.Host+"/strata/os", genKey(t).Public)
+	if err := s.Upgrade(ctx, bootcsim.UpgradeOptions{DownloadOnly: true}); err == nil || !strings.Contains(err.Error(), "cryptographic signature verification failed") {
+		t.Fatalf("upgrade of a verified spec under a policy its signature fails = %v, want the refusal", err)
+	}
+}

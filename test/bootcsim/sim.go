@@ -2,6 +2,7 @@ package bootcsim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -367,8 +368,12 @@ func (s *Sim) Status(ctx context.Context) (*bootc.Host, error) {
 			return e
 		}
 		info := st.Images[d.Checksum]
+		ir := bootc.ImageReference{Image: o.Image, Transport: bootc.TransportRegistry}
+		if o.Verified {
+			ir.Signature = json.RawMessage(`"containerPolicy"`)
+		}
 		e.Image = &bootc.ImageStatus{
-			Image:        bootc.ImageReference{Image: o.Image, Transport: bootc.TransportRegistry},
+			Image:        ir,
 			Version:      info.Version,
 			Timestamp:    info.Created,
 			ImageDigest:  info.Digest,
@@ -420,11 +425,14 @@ func (s *Sim) Switch(ctx context.Context, image string, opts SwitchOptions) (cha
 	if opts.DownloadOnly && !st.version().SwitchDownloadOnly() {
 		return false, fmt.Errorf("bootc %s: switch has no --download-only", st.version())
 	}
-	spec := v.origins[v.booted.Name].Image
+	spec := v.origins[v.booted.Name]
 	if v.staged != nil {
-		spec = v.origins[v.staged.Name].Image
+		spec = v.origins[v.staged.Name]
 	}
-	if spec == ref {
+	// bootc compares the whole image reference, its signature
+	// verification included: a switch with --enforce-container-sigpolicy
+	// to the image staged without it is a new spec, and verifies.
+	if spec.Image == ref && spec.Verified == opts.EnforceSigPolicy {
 		fmt.Fprintln(s.out(), "Image specification is unchanged.")
 		return false, nil
 	}
@@ -433,15 +441,16 @@ func (s *Sim) Switch(ctx context.Context, image string, opts SwitchOptions) (cha
 			return false, err
 		}
 	}
-	if err := s.stage(ctx, st, v, ref, opts.DownloadOnly); err != nil {
+	if err := s.stage(ctx, st, v, ref, opts.DownloadOnly, opts.EnforceSigPolicy); err != nil {
 		return false, err
 	}
 	return true, s.finishStage(ctx, st, opts.SoftReboot, opts.Apply)
 }
 
 // stage pulls ref and deploys it as the staged deployment (locked:
-// download-only), replacing a staged one, with bootc's kernel arguments.
-func (s *Sim) stage(ctx context.Context, st *state, v *view, ref string, locked bool) error {
+// download-only), replacing a staged one, with bootc's kernel arguments;
+// verified says it was fetched under the signature policy.
+func (s *Sim) stage(ctx context.Context, st *state, v *view, ref string, locked, verified bool) error {
 	p, err := s.pull(ctx, st, ref)
 	if err != nil {
 		return err
@@ -465,7 +474,7 @@ func (s *Sim) stage(ctx context.Context, st *state, v *view, ref string, locked 
 		return fmt.Errorf("kernel arguments of the booted image: %w", err)
 	}
 	kargs := ostreeimage.MergeKargs(booted.Kargs, oldKargs, p.Info.Kargs)
-	if _, err := s.deploy(ctx, p.Checksum, kargs, origin{Image: ref, Staged: true, Locked: locked}.String()); err != nil {
+	if _, err := s.deploy(ctx, p.Checksum, kargs, origin{Image: ref, Staged: true, Locked: locked, Verified: verified}.String()); err != nil {
 		return err
 	}
 	// Staged, booted and rollback stay; older deployments go.

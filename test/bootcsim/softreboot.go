@@ -167,11 +167,19 @@ func (s *Sim) Upgrade(ctx context.Context, o UpgradeOptions) error {
 		}
 		return s.finishStage(ctx, st, o.SoftReboot, o.Apply)
 	}
-	spec := v.origins[v.booted.Name].Image
+	spec := v.origins[v.booted.Name]
 	if v.staged != nil {
-		spec = v.origins[v.staged.Name].Image
+		spec = v.origins[v.staged.Name]
 	}
-	p, err := s.pull(ctx, st, spec)
+	// A spec switched to with --enforce-container-sigpolicy is fetched
+	// under the policy again (--from-downloaded above fetches nothing
+	// and verifies nothing).
+	if spec.Verified {
+		if err := s.verifySigPolicy(ctx, spec.Image); err != nil {
+			return err
+		}
+	}
+	p, err := s.pull(ctx, st, spec.Image)
 	if err != nil {
 		return err
 	}
@@ -185,7 +193,7 @@ func (s *Sim) Upgrade(ctx context.Context, o UpgradeOptions) error {
 		fmt.Fprintln(s.out(), "No update available.")
 		return nil
 	}
-	if err := s.stage(ctx, st, v, spec, o.DownloadOnly); err != nil {
+	if err := s.stage(ctx, st, v, spec.Image, o.DownloadOnly, spec.Verified); err != nil {
 		return err
 	}
 	return s.finishStage(ctx, st, o.SoftReboot, o.Apply)
