@@ -26,7 +26,8 @@ const (
 // `make demo` has returned: it edits the sample MachineConfig (a kernel
 // argument) and waits until every node runs the image built for it. That
 // proves the simulated nodes outlived `make demo`, and that the image's
-// configuration is the edited one.
+// configuration is the edited one. Then it runs the commands the README,
+// docs/ and the demo's closing words print (runDocCommands).
 func check(p statePaths) error {
 	started := time.Now()
 	pid, ok := running(p)
@@ -87,7 +88,12 @@ func check(p statePaths) error {
 		return fmt.Errorf("every node runs %s, built from %s, whose kernel arguments %q lack %s", image, rendered.Name, rendered.Spec.KernelArguments, checkArgument)
 	}
 	say(started, "every node runs %s, built from %s with %s", image, rendered.Name, checkArgument)
-	return nil
+
+	cmds, err := docCommands(p.root, closingHints(p.kubeconfig, image))
+	if err != nil {
+		return err
+	}
+	return runDocCommands(ctx, p, cmds, demoValues{image: image, build: b.Name, node: nodes[0]}, started)
 }
 
 // exitedWhenGone reports when process pid (the detached serve) is gone.

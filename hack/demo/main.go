@@ -192,9 +192,9 @@ func up(p statePaths) error {
 	for !exists(p.ready) {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("the simulated nodes did not start (%w); the end of %s:\n%s", err, p.log, tail(p.log, 20))
+			return fmt.Errorf("the simulated nodes did not start (%w); the end of %s:\n%s", err, p.log, fileTail(p.log, 20))
 		case <-deadline:
-			return fmt.Errorf("the simulated nodes were not ready within %s; the end of %s:\n%s", startLimit, p.log, tail(p.log, 20))
+			return fmt.Errorf("the simulated nodes were not ready within %s; the end of %s:\n%s", startLimit, p.log, fileTail(p.log, 20))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -235,19 +235,28 @@ Strata built the worker pool's image and rolled it out to %d nodes in %s.
 The simulated nodes and their daemons keep running; edit the MachineConfig
 and watch the new image roll out.
 
-  export KUBECONFIG=%s PATH=$PWD/.infra/bin:$PATH
-  go run ./cmd/stratactl status --watch          # pools, builds, images, nodes
-  kubectl get mcp,mc,mosc,mosb
-  kubectl get nodes -L node-role.kubernetes.io/worker
-  kubectl -n strata-system logs deploy/strata-controller
-  kubectl -n strata-nodes get secrets            # the node pull secret: all a node may read
-  crane manifest %s
-  kubectl edit mc 50-worker-chrony                # a change: a new image in seconds, then the rollout
-  kubectl delete mosc worker                      # roll the pool back to the original image
-
-Stop it all: make demo-down
-`, len(nodes), time.Since(started).Round(time.Second), p.kubeconfig, image)
+`, len(nodes), time.Since(started).Round(time.Second))
+	for _, h := range closingHints(p.kubeconfig, image) {
+		fmt.Printf("  %s\n", h)
+	}
+	fmt.Printf("\nStop it all: make demo-down\n")
 	return nil
+}
+
+// closingHints are the commands the demo invites a user to type when it
+// is done; demo check runs them (docCommands), so each works as printed.
+func closingHints(kubeconfig, image string) []string {
+	return []string{
+		fmt.Sprintf("export KUBECONFIG=%s PATH=$PWD/.infra/bin:$PATH", kubeconfig),
+		"go run ./cmd/stratactl status --watch          # pools, builds, images, nodes",
+		"kubectl get mcp,mc,mosc,mosb",
+		"kubectl get nodes -L node-role.kubernetes.io/worker",
+		"kubectl -n strata-system logs deploy/strata-controller",
+		"kubectl -n strata-nodes get secrets            # the node pull secret: all a node may read",
+		"crane manifest " + image,
+		"kubectl edit mc 50-worker-chrony                # a change: a new image in seconds, then the rollout",
+		"kubectl delete mosc worker                      # roll the pool back to the original image",
+	}
 }
 
 // running is the detached serve's pid, if that process still runs: the
@@ -311,14 +320,11 @@ func rel(p statePaths, path string) string {
 	return path
 }
 
-func tail(path string, n int) string {
+// fileTail is the last n lines of the file at path.
+func fileTail(path string, n int) string {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
 	}
-	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return tail(raw, n)
 }

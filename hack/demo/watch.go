@@ -7,10 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/scheme"
@@ -29,10 +32,15 @@ type watcher struct {
 }
 
 func newWatcher(kubeconfig string, nodes []string, started time.Time) (*watcher, error) {
+	// The demo's output is its progress lines: controller-runtime would
+	// print a stack trace for a logger never set, and client-go the API
+	// server's deprecation warnings.
+	ctrllog.SetLogger(logr.Discard())
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, err
 	}
+	cfg.WarningHandler = rest.NoWarnings{}
 	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return nil, err
