@@ -25,6 +25,41 @@ KWOK_VERSION=v0.8.0
 
 log() { printf 'setup-infra: %s\n' "$*" >&2; }
 
+# The builds' own output (go: downloading ..., apt) goes to setup_log; the
+# terminal gets one line per step, numbered, and one every 30 s while a
+# step runs, so that a cold setup (half an hour) never looks stuck.
+setup_log=$infra/setup-infra.log
+step=0
+total=0
+
+# next_step sets n to the number of the build that starts, "(N of M)".
+next_step() {
+	step=$((step + 1))
+	n="($step of $total)"
+}
+
+# quietly DESC COMMAND...: runs COMMAND with its output in setup_log,
+# saying every 30 s that DESC still runs; on failure, the log's end.
+quietly() {
+	local desc=$1 start=$SECONDS next=30 pid rc=0
+	shift
+	"$@" >>"$setup_log" 2>&1 &
+	pid=$!
+	while kill -0 "$pid" 2>/dev/null; do
+		sleep 1 # a progress ticker, not a synchronisation: wait below
+		if ((SECONDS - start >= next)); then
+			log "still $desc ($((SECONDS - start)) s; its output in $setup_log)"
+			next=$((next + 30))
+		fi
+	done
+	wait "$pid" || rc=$?
+	if ((rc)); then
+		log "$desc failed (exit $rc); the end of $setup_log:"
+		tail -n 30 "$setup_log" >&2
+	fi
+	return "$rc"
+}
+
 # fresh NAME VERSION: true when bin/NAME exists and was built at VERSION.
 fresh() { [[ -x $bin/$1 && -f $bin/.$1.version && $(cat "$bin/.$1.version") == "$2" ]]; }
 stamp() { printf '%s' "$2" >"$bin/.$1.version"; }
@@ -43,25 +78,28 @@ kube_ldflags() {
 build_kube() {
 	local name
 	for name in "$@"; do
+		next_step
 		fresh "$name" "$KUBE_VERSION" && continue
-		log "building $name $KUBE_VERSION from source (cold: minutes)"
-		(cd "$root/hack/infra/kube" && CGO_ENABLED=0 go build -trimpath \
+		log "building $name $KUBE_VERSION from source $n (cold: minutes)"
+		(cd "$root/hack/infra/kube" && quietly "building $name" env CGO_ENABLED=0 go build -trimpath \
 			-ldflags "$(kube_ldflags)" -o "$bin/$name" "k8s.io/kubernetes/cmd/$name")
 		stamp "$name" "$KUBE_VERSION"
 	done
 }
 
 build_etcd() {
+	next_step
 	fresh etcd "$ETCD_VERSION" && return
-	log "building etcd $ETCD_VERSION from source"
-	(cd "$root/hack/infra/etcd" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/etcd" .)
+	log "building etcd $ETCD_VERSION from source $n"
+	(cd "$root/hack/infra/etcd" && quietly "building etcd" env CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/etcd" .)
 	stamp etcd "$ETCD_VERSION"
 }
 
 go_install() { # NAME PACKAGE VERSION
+	next_step
 	fresh "$1" "$3" && return
-	log "installing $1 $3"
-	GOBIN=$bin CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "$2@$3"
+	log "building $1 $3 $n"
+	quietly "building $1" env GOBIN="$bin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "$2@$3"
 	stamp "$1" "$3"
 }
 
@@ -79,10 +117,10 @@ apt_ensure() { # COMMAND... then -- PACKAGE...
 	export DEBIAN_FRONTEND=noninteractive
 	# apt-get update only once per run; the package lists may be absent or stale.
 	if [[ -z ${STRATA_APT_UPDATED:-} ]]; then
-		apt-get update -qq >/dev/null
+		quietly "updating Debian's package lists" apt-get update -qq
 		export STRATA_APT_UPDATED=1
 	fi
-	apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+	quietly "installing ${pkgs[*]}" apt-get install -y -qq --no-install-recommends "${pkgs[@]}"
 }
 
 envtest() {
@@ -118,9 +156,18 @@ cluster() {
 	go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
 }
 
+# The builds each mode numbers: etcd, kube-apiserver, kubectl, registry
+# and crane; the cluster adds kube-controller-manager, kube-scheduler,
+# kubelet and kwok.
 case ${1:-envtest} in
-envtest) envtest ;;
-cluster | all) cluster ;;
+envtest)
+	total=5
+	envtest
+	;;
+cluster | all)
+	total=9
+	cluster
+	;;
 *)
 	echo "usage: $0 [envtest|cluster|all]" >&2
 	exit 2
