@@ -38,14 +38,16 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 	case actApplyConfig:
 		err = d.applyConfig(s, image, config)
 	case actInSync:
-		if o.StageAhead != "" && !o.CanStageAhead && o.StageAhead != bootc.DigestOf(image) && !d.saidNoStageAhead {
+		if o.StageAhead != "" && !o.CanStageAhead && o.StageAhead != bootc.DigestOf(image) && d.saidNoStageAhead != s.noStageAhead {
 			// Staging unlocked ahead would let any reboot boot the
-			// image without its drain: the node downloads at its turn.
-			d.saidNoStageAhead = true
-			s.log.Info("Not staging ahead: this bootc cannot stage locked (switch --download-only)")
+			// image without its drain, and staging unverified would
+			// let the turn boot an image nobody verified: the node
+			// downloads at its turn.
+			d.saidNoStageAhead = s.noStageAhead
+			s.log.Info("Not staging ahead", "why", s.noStageAhead)
 			d.event(s, corev1.EventTypeNormal, "NotStagedAhead", "Stage",
-				"Not downloading %s ahead: this bootc cannot stage locked (switch --download-only); the node downloads it at its turn",
-				s.annotation(v1alpha1.DesiredStageAnnotation))
+				"Not downloading %s ahead: %s; the node downloads it at its turn",
+				s.annotation(v1alpha1.DesiredStageAnnotation), s.noStageAhead)
 		}
 		d.inSync(s, config, key)
 	case actDrainFailed:
@@ -277,7 +279,7 @@ func (d *Daemon) stage(ctx context.Context, s *scope, image string) error {
 	locked, err := d.switchLocked(ctx, image, enforce)
 	if err != nil {
 		d.authSuspect = true
-		if enforce && refusedBySignature(err) {
+		if enforce && RefusedBySignature(err) {
 			return d.refuseUnsigned(s, image, err)
 		}
 		return err
@@ -285,7 +287,7 @@ func (d *Daemon) stage(ctx context.Context, s *scope, image string) error {
 	if locked {
 		s.log.Info("Locked the staged image: no reboot applies it before the drain")
 	}
-	s.staged, s.stagedLocked, s.stagedImage = bootc.DigestOf(image), locked, image
+	s.staged, s.stagedLocked, s.stagedImage, s.stagedVerified = bootc.DigestOf(image), locked, image, enforce
 	s.log.Info("Staged the desired image", "seconds", d.now().Sub(start).Seconds())
 	d.event(s, corev1.EventTypeNormal, "Staged", "Switch", "Staged image %s for the next boot", image)
 	return nil
@@ -294,23 +296,39 @@ func (d *Daemon) stage(ctx context.Context, s *scope, image string) error {
 // stageAhead downloads the image of desiredStage and stages it locked,
 // with the pull secret read again (the controller may name another one
 // with the request). decide asks for it only where bootc's switch
-// downloads locked in one step, so no reboot ever boots it.
+// downloads locked in one step, so no reboot ever boots it, and, where
+// the pool signs, verifies in that step (stageAheadPossible): the
+// signature policy is written first and enforced, as for stage, since
+// at the node's turn the stage is only unlocked. An image the policy
+// refuses is not staged; the Event says so, and the turn refuses it as
+// the update's.
 func (d *Daemon) stageAhead(ctx context.Context, s *scope) error {
 	image := s.annotation(v1alpha1.DesiredStageAnnotation)
 	if err := d.ensureAuth(ctx, s, true); err != nil {
 		return err
 	}
-	s.log.Info("Staging ahead of the update", "desiredStage", image)
+	enforce, err := d.ensureSignaturePolicy(s)
+	if err != nil {
+		return err
+	}
+	s.log.Info("Staging ahead of the update", "desiredStage", image, "enforceSignatures", enforce)
 	d.readBeside(ctx, s, image, s.annotation(v1alpha1.DesiredStageConfigAnnotation))
 	start := d.now()
-	if err := d.Lock.SwitchWith(ctx, image, bootc.SwitchOptions{DownloadOnly: true}); err != nil {
+	if err := d.Lock.SwitchWith(ctx, image, bootc.SwitchOptions{DownloadOnly: true, EnforceSigPolicy: enforce}); err != nil {
 		d.authSuspect = true
+		if enforce && RefusedBySignature(err) {
+			d.refusedAhead = image
+			s.log.Info("The image to stage ahead was refused by the signature policy", "desiredStage", image, "error", err.Error())
+			d.event(s, corev1.EventTypeWarning, "StageAheadRefused", "Stage",
+				"Not staging image %s ahead: refused by the signature policy: %v", image, err)
+			return nil
+		}
 		// The node is not updating, so its reason says nothing: the
 		// Event does; the sync is retried.
 		d.event(s, corev1.EventTypeWarning, "StageAheadFailed", "Stage", "Downloading image %s ahead failed: %v", image, err)
 		return fmt.Errorf("stage %s ahead: %w", image, err)
 	}
-	s.staged, s.stagedLocked, s.stagedImage = bootc.DigestOf(image), true, image
+	s.staged, s.stagedLocked, s.stagedImage, s.stagedVerified = bootc.DigestOf(image), true, image, enforce
 	s.log.Info("Staged ahead, locked", "desiredStage", image, "seconds", d.now().Sub(start).Seconds())
 	d.event(s, corev1.EventTypeNormal, "StagedAhead", "Stage", "Downloaded image %s ahead of the node's update; staged locked, so no reboot boots it", image)
 	return nil

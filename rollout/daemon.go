@@ -99,9 +99,13 @@ type Daemon struct {
 	authSecret  *string
 	authReadAt  time.Time
 	authSuspect bool
-	// saidNoStageAhead: the Event that this bootc cannot stage ahead
-	// was recorded (once per daemon process).
-	saidNoStageAhead bool
+	// saidNoStageAhead is the reason not to stage ahead whose Event was
+	// recorded (once per reason and daemon process).
+	saidNoStageAhead string
+	// refusedAhead is the image of desiredStage that the signature
+	// policy refused: not downloaded ahead again (its turn verifies it
+	// again, and refuses it as the update's).
+	refusedAhead string
 	// rebootRequested stops every action once the reboot command ran.
 	rebootRequested bool
 	// checkpoint, in tests, stops a sync after an action as a crash
@@ -168,9 +172,14 @@ type scope struct {
 	staged       string
 	stagedLocked bool
 	stagedImage  string
-	// canStageAhead: bootc stages locked in one step; read only when
-	// the node is asked to stage ahead.
+	// stagedVerified: bootc fetched the staged image under the node's
+	// signature policy (bootc.BootEntry.Verified).
+	stagedVerified bool
+	// canStageAhead: bootc stages locked in one step and, where the
+	// pool signs, verifies in that step; read only when the node is
+	// asked to stage ahead. noStageAhead says why not.
 	canStageAhead bool
+	noStageAhead  string
 	// set are the daemon's annotations to write, by key.
 	set map[string]string
 	// updating is set once the sync works on an update, so that an error
@@ -241,7 +250,7 @@ func (d *Daemon) sync(ctx context.Context, nodes client.Reader) (res Result, err
 	}
 	s.staged = s.host.Status.Staged.Digest()
 	if st := s.host.Status.Staged; st != nil {
-		s.stagedLocked, s.stagedImage = st.DownloadOnly, st.PullSpec()
+		s.stagedLocked, s.stagedImage, s.stagedVerified = st.DownloadOnly, st.PullSpec(), st.Verified()
 	}
 	if s.bootID, err = d.Machine.BootID(); err != nil {
 		return Result{}, err
@@ -286,7 +295,7 @@ func (d *Daemon) sync(ctx context.Context, nodes client.Reader) (res Result, err
 		if err != nil {
 			return Result{}, err
 		}
-		s.canStageAhead = caps != nil && caps.LockedStaging()
+		s.canStageAhead, s.noStageAhead = stageAheadPossible(caps, s.annotation(v1alpha1.ImageSignaturePolicyAnnotation) != "")
 	}
 	var validTimeout bool
 	s.healthLimit, validTimeout = healthCheckTimeout(s.annotation(v1alpha1.HealthCheckTimeoutAnnotation))
@@ -370,6 +379,9 @@ func (d *Daemon) observe(s *scope) *observed {
 		Booted:             s.host.Status.Booted.Digest(),
 		Staged:             s.staged,
 		StagedLocked:       s.stagedLocked,
+		StagedVerified:     s.stagedVerified,
+		Signs:              s.annotation(v1alpha1.ImageSignaturePolicyAnnotation) != "",
+		StageAheadRefused:  d.refusedAhead != "" && d.refusedAhead == s.annotation(v1alpha1.DesiredStageAnnotation),
 		StageAhead:         bootc.DigestOf(s.annotation(v1alpha1.DesiredStageAnnotation)),
 		StageImage:         s.annotation(v1alpha1.DesiredStageAnnotation),
 		StageConfig:        s.annotation(v1alpha1.DesiredStageConfigAnnotation),
@@ -426,8 +438,9 @@ func (d *Daemon) reportCurrent(s *scope) {
 	// desired image (then it is the update's) nor the booted one (a
 	// revert's unstage).
 	ahead := ""
+	signs := s.annotation(v1alpha1.ImageSignaturePolicyAnnotation) != ""
 	if s.stagedLocked && s.staged != "" && s.staged != bootc.DigestOf(s.annotation(v1alpha1.DesiredImageAnnotation)) &&
-		s.staged != s.host.Status.Booted.Digest() {
+		s.staged != s.host.Status.Booted.Digest() && (!signs || s.stagedVerified) {
 		ahead = s.stagedImage
 	}
 	if _, ok := s.node.Annotations[v1alpha1.StagedImageAnnotation]; ok || ahead != "" {

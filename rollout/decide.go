@@ -189,6 +189,13 @@ type observed struct {
 	// the daemon does not stage ahead.
 	StageAhead    string
 	CanStageAhead bool
+	// StagedVerified: bootc fetched the staged image under the node's
+	// signature policy. Signs: the pool's images must be verified (the
+	// node has a signature policy), so an image staged unverified (staged
+	// ahead by an older daemon, or before the pool signed) is staged
+	// again, verified, before anything takes it. StageAheadRefused: the
+	// policy refused the image of desiredStage.
+	StagedVerified, Signs, StageAheadRefused bool
 	// StageImage and StageConfig are the update staged ahead, from the
 	// desiredStage and desiredStageConfig annotations ("" for none).
 	StageImage, StageConfig string
@@ -266,12 +273,14 @@ func decide(o *observed, rec *Record) action {
 	// is staged for the next boot.
 	if want == o.Booted {
 		switch {
-		case o.Staged != "" && o.Staged != want && !o.stagedAhead():
+		case o.Staged != "" && o.Staged != want && !(o.StagedLocked && o.Staged == o.StageAhead):
 			// Anything staged but the desired image or a locked stage
-			// ahead that is still asked for.
+			// ahead that is still asked for (one staged unverified where
+			// the pool signs is staged ahead again, verified, below:
+			// locked, no boot takes it meanwhile).
 			return actUnstage
 		case rec.CurrentConfig == o.Config && rec.CurrentImage == o.Image:
-			if o.StageAhead != "" && o.StageAhead != want && o.Staged != o.StageAhead && o.CanStageAhead {
+			if o.StageAhead != "" && o.StageAhead != want && !o.stagedAhead() && o.CanStageAhead && !o.StageAheadRefused {
 				return actStageAhead
 			}
 			if o.stagedAhead() && o.StageConfig != "" && !rec.decided(UpdateKey(o.StageImage, o.StageConfig)) {
@@ -311,7 +320,7 @@ func decide(o *observed, rec *Record) action {
 		return actReject
 	case o.State != v1alpha1.NodeStateWorking || o.Reason != "":
 		return actReportWorking
-	case o.Staged != want:
+	case o.Staged != want || !o.stagedUsable():
 		return actStage
 	case !rec.decided(key):
 		return actDecide
@@ -345,7 +354,15 @@ func (r *Record) decided(key string) bool {
 
 // stagedAhead says whether what is staged is the image asked for ahead,
 // locked.
-func (o *observed) stagedAhead() bool { return o.StagedLocked && o.Staged == o.StageAhead }
+func (o *observed) stagedAhead() bool {
+	return o.StagedLocked && o.Staged == o.StageAhead && o.stagedUsable()
+}
+
+// stagedUsable says whether the staged image may be booted as it is:
+// verified by bootc where the pool signs. At the node's turn a stage
+// ahead is only unlocked (--from-downloaded verifies nothing), so an
+// unverified one is staged again with the policy enforced.
+func (o *observed) stagedUsable() bool { return !o.Signs || o.StagedVerified }
 
 // pastReboot says whether the update's reboot happened (or its rollback
 // started), so that it must run to its verdict.

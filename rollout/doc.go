@@ -20,7 +20,9 @@
 //	(none)       any         desired image booted, another staged  unstage (switch to it)
 //	                         (not a locked stage still asked for)
 //	(none)       any         desired image booted, config applied, stageAhead, inSync
-//	                         desiredStage set and not staged
+//	                         desiredStage set and not staged (or
+//	                         staged unverified where the pool
+//	                         signs), not refused by the policy
 //	(none)       any         desired image booted, config applied, decideAhead, inSync
 //	                         staged ahead, desiredStageConfig set,
 //	                         its update not decided
@@ -38,7 +40,8 @@
 //	                         decided, no reboot recorded
 //	(none)       Done        desired image not booted              readConfig,
 //	                                                               reportWorking
-//	(none)       Working     not staged                            stage
+//	(none)       Working     not staged, or staged unverified      stage
+//	                         where the pool signs
 //	(none)       Working     staged, no decision for the update    decide
 //	(none)       Working     decided ahead, policy not read        readPolicy
 //	(none)       Working     decided ahead, the policy changed     decide
@@ -119,6 +122,22 @@
 // current image and drops the download (ostree); the daemon stages
 // ahead again if still asked.
 // A locked stage no longer asked for is unstaged like any other.
+//
+// Signatures: where the pool signs (the node's imageSignaturePolicy
+// annotation), every path by which an image reaches the node verifies
+// it with bootc's --enforce-container-sigpolicy, after writing the
+// policy (merged into the node's policy.json, package sigpolicy): the
+// stage, the stage ahead, and the first boot (package firstboot). bootc
+// verifies only when it fetches, and at the node's turn a stage ahead is
+// only unlocked (--from-downloaded fetches nothing), so a staged image
+// that bootc does not report as verified (its reference's signature is
+// not containerPolicy: staged by an older daemon, or before the pool
+// signed) is staged again, enforcing the policy, before anything boots
+// it; and a bootc that cannot enforce in a download-only switch does not
+// stage ahead for a pool that signs (the NotStagedAhead Event says so).
+// An image the policy refuses ahead is not staged (a StageAheadRefused
+// Event; not tried again by this daemon) and, at its turn, fails the
+// update: Degraded, refused by the signature policy.
 //
 // A config change for the image the node runs takes no drain and no
 // reboot. A node is Done only when nothing is staged but the desired

@@ -6,23 +6,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/rollout/bootc"
+	"github.com/strata-dev/strata/rollout/hostfs"
 	"github.com/strata-dev/strata/sigpolicy"
 )
 
 // ensureSignaturePolicy writes the signature policy the node's
-// imageSignaturePolicy annotation carries (sigpolicy.NodePolicy: the
-// containers policy, registries.d and the public keys) into the host's
-// /etc before a switch, so that bootc verifies even the first image
-// Strata gives the node. It says whether the switch must enforce the
-// policy. A file already equal is not written again: the same bytes
-// are in the image's configuration layer, so the node's /etc holds no
-// local modification once the image boots.
+// imageSignaturePolicy annotation carries (WriteSignaturePolicy) into
+// the host's /etc before a switch, so that bootc verifies even the
+// first image Strata gives the node. It says whether the switch must
+// enforce the policy.
 func (d *Daemon) ensureSignaturePolicy(s *scope) (bool, error) {
 	raw := s.annotation(v1alpha1.ImageSignaturePolicyAnnotation)
 	if raw == "" {
@@ -32,24 +31,68 @@ func (d *Daemon) ensureSignaturePolicy(s *scope) (bool, error) {
 	if err := json.Unmarshal([]byte(raw), &p); err != nil {
 		return false, fmt.Errorf("annotation %s: %w", v1alpha1.ImageSignaturePolicyAnnotation, err)
 	}
+	written, err := WriteSignaturePolicy(d.Root, p)
+	if err != nil {
+		return false, fmt.Errorf("annotation %s: %w", v1alpha1.ImageSignaturePolicyAnnotation, err)
+	}
+	for _, f := range written {
+		s.log.Info("Wrote the signature policy", "path", f)
+	}
+	return true, nil
+}
+
+// WriteSignaturePolicy writes p's files (sigpolicy.MergeNodePolicy)
+// under root: policy.json merged into the one the host has, so that the
+// base image's own requirements keep applying to podman and CRI-O, the
+// registries.d entry and the keys. A file already equal is not written
+// again: the same bytes are in the image's configuration layer, so the
+// node's /etc holds no local modification once the image boots. A host
+// policy.json that is not one is an error: nothing is written, and
+// nothing may be switched to. It returns the paths written.
+func WriteSignaturePolicy(root *hostfs.Root, p v1alpha1.NodeSignaturePolicy) ([]string, error) {
 	keys := make([][]byte, 0, len(p.PublicKeys))
 	for _, k := range p.PublicKeys {
 		keys = append(keys, []byte(k))
 	}
-	files, err := sigpolicy.NodePolicy(p.Repository, keys)
-	if err != nil {
-		return false, fmt.Errorf("annotation %s: %w", v1alpha1.ImageSignaturePolicyAnnotation, err)
+	base, err := root.ReadFile(sigpolicy.PolicyPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		base, err = nil, nil
 	}
+	if err != nil {
+		return nil, fmt.Errorf("read the node's signature policy: %w", err)
+	}
+	files, err := sigpolicy.MergeNodePolicy(base, p.Repository, keys)
+	if err != nil {
+		return nil, err
+	}
+	var written []string
 	for _, f := range files {
-		if old, err := d.Root.ReadFile(f.Path); err == nil && bytes.Equal(old, f.Data) {
+		if old, err := root.ReadFile(f.Path); err == nil && bytes.Equal(old, f.Data) {
 			continue
 		}
-		if err := d.Root.WriteFile(f.Path, f.Data, 0o644, 0, 0); err != nil {
-			return false, fmt.Errorf("write the signature policy: %w", err)
+		if err := root.WriteFile(f.Path, f.Data, 0o644, 0, 0); err != nil {
+			return written, fmt.Errorf("write the signature policy: %w", err)
 		}
-		s.log.Info("Wrote the signature policy", "path", f.Path)
+		written = append(written, f.Path)
 	}
-	return true, nil
+	return written, nil
+}
+
+// stageAheadPossible says whether the node may stage ahead, and why
+// not: only where bootc's switch stages locked in one step
+// (--download-only) and, where the pool signs, also takes
+// --enforce-container-sigpolicy in that step. bootc verifies only when
+// it fetches; at the node's turn a stage ahead is only unlocked
+// (--from-downloaded fetches nothing), so an image staged ahead
+// unverified would boot unverified.
+func stageAheadPossible(caps *bootc.Capabilities, signs bool) (bool, string) {
+	switch {
+	case caps == nil || !caps.LockedStaging():
+		return false, "this bootc cannot stage locked (switch --download-only)"
+	case signs && !caps.EnforceSigPolicy:
+		return false, "the pool signs its images and this bootc cannot verify a download-only switch (switch --enforce-container-sigpolicy)"
+	}
+	return true, ""
 }
 
 // switchEnforced switches with --enforce-container-sigpolicy, staged
@@ -92,9 +135,9 @@ var signatureRefusals = []string{
 	"specifies a default of `insecureAcceptAnything`",
 }
 
-// refusedBySignature says whether a switch failed because the image did
+// RefusedBySignature says whether a switch failed because the image did
 // not pass the signature policy: retrying cannot help.
-func refusedBySignature(err error) bool {
+func RefusedBySignature(err error) bool {
 	if errors.Is(err, errNoEnforcement) {
 		return true
 	}

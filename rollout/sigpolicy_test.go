@@ -16,6 +16,7 @@ import (
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/signing"
 	"github.com/strata-dev/strata/sigpolicy"
+	"github.com/strata-dev/strata/test/bootcsim"
 	"github.com/strata-dev/strata/test/testregistry"
 )
 
@@ -127,7 +128,7 @@ func TestSignaturePolicyOnTheSimulator(t *testing.T) {
 	}
 }
 
-// refusedBySignature tells a refusal (retrying cannot help: the node is
+// RefusedBySignature tells a refusal (retrying cannot help: the node is
 // Degraded) from a failure to fetch (retried).
 func TestRefusedBySignature(t *testing.T) {
 	for msg, want := range map[string]bool{
@@ -138,11 +139,167 @@ func TestRefusedBySignature(t *testing.T) {
 		"bootc switch: exit status 1: error: Pulling: reading manifest: dial tcp 10.0.0.1:443: connect: connection refused":                                               false,
 		"bootc switch: timed out after 1h0m0s": false,
 	} {
-		if got := refusedBySignature(errors.New(msg)); got != want {
-			t.Errorf("refusedBySignature(%q) = %v, want %v", msg, got, want)
+		if got := RefusedBySignature(errors.New(msg)); got != want {
+			t.Errorf("RefusedBySignature(%q) = %v, want %v", msg, got, want)
 		}
 	}
-	if !refusedBySignature(fmt.Errorf("stage: %w", errNoEnforcement)) {
+	if !RefusedBySignature(fmt.Errorf("stage: %w", errNoEnforcement)) {
 		t.Error("a bootc that cannot enforce is not a refusal")
+	}
+}
+
+// signedRig is a simulated node on bootc main (switch --download-only)
+// whose pool signs: it runs base, Done, with the policy annotation, and
+// counts its downloads from then on. sign signs an image with the
+// pool's key.
+func signedRig(t *testing.T, tags ...string) (rg *rig, base string, imgs map[string]string, sign func(string), log *pullLog, config string) {
+	t.Helper()
+	ctx := context.Background()
+	reg := testregistry.Start(t, "")
+	r := signing.Registry{Keychain: regKeychain{reg.Auth()}, Insecure: []string{reg.Host}}
+	key, err := signing.GenerateKeyPair([]byte("pass"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func(tag string) string {
+		img, err := mutate.AppendLayers(testregistry.Busybox(t), testregistry.FilesLayer(t, map[string]string{"etc/strata-sim-test": tag + "\n"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reg.Push(t, "strata/os:"+tag, img)
+	}
+	sign = func(img string) {
+		t.Helper()
+		if err := signing.Sign(ctx, img, key.Private, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base = push("base")
+	imgs = map[string]string{}
+	for _, tag := range tags {
+		imgs[tag] = push(tag)
+	}
+	rg = newRig(t)
+	rg.bootSimulator(base)
+	if err := rg.sim.sim.SetBootcVersion(bootcsim.VersionMain); err != nil {
+		t.Fatal(err)
+	}
+	rg.lock = rg.sim
+	rg.restart()
+	pol, err := json.Marshal(v1alpha1.NodeSignaturePolicy{Repository: reg.Host + "/strata/os", PublicKeys: []string{string(key.Public)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg.annotate(map[string]*string{v1alpha1.ImageSignaturePolicyAnnotation: str(string(pol))})
+	config = rg.varConfig("one")
+	rg.desire(base, config)
+	rg.converge()
+	log = &pullLog{}
+	rg.sim.sim.Out = log
+	return rg, base, imgs, sign, log, config
+}
+
+// expectRefusedAtTurn: at its turn the node refuses image (Degraded,
+// refused by the signature policy), keeps base booted and boots
+// nothing else, and asks for no drain.
+func (r *rig) expectRefusedAtTurn(image, config, base string) {
+	r.t.Helper()
+	r.desire(image, config)
+	r.annotate(map[string]*string{v1alpha1.DesiredStageAnnotation: nil})
+	r.converge()
+	n := r.node()
+	if reason := n.Annotations[v1alpha1.ReasonAnnotation]; n.Annotations[v1alpha1.StateAnnotation] != v1alpha1.NodeStateDegraded || !strings.Contains(reason, "refused by the signature policy") {
+		r.t.Fatalf("the turn of unsigned %s: state %q reason %q, want Degraded, refused by the signature policy", image, n.Annotations[v1alpha1.StateAnnotation], reason)
+	}
+	r.reboot() // whatever reboots the node next
+	if _, booted := r.sim.entries(); booted != bootc.DigestOf(base) {
+		r.t.Fatalf("booted %s after the refusal, want %s", booted, bootc.DigestOf(base))
+	}
+	if d := r.drains(); len(d) != 0 {
+		r.t.Fatalf("drains %v for a refused image", d)
+	}
+}
+
+// Issue 37 finding 3: where the pool signs, staging ahead writes the
+// policy and switches --download-only with --enforce-container-sigpolicy.
+// An unsigned image asked for ahead is refused and not downloaded (nor
+// tried again at every sync), and refused again at its turn. A signed
+// one is staged ahead, verified, and at its turn boots with no second
+// download.
+func TestStageAheadEnforcesTheSignaturePolicy(t *testing.T) {
+	rg, base, imgs, sign, log, config := signedRig(t, "hand", "signed")
+	sign(imgs["signed"])
+
+	rg.annotate(map[string]*string{v1alpha1.DesiredStageAnnotation: str(imgs["hand"])})
+	rg.sync()
+	switches := rg.sim.counts().switches
+	rg.sync()
+	if staged, _ := rg.sim.entries(); staged != "" {
+		t.Fatalf("staged %s ahead: an unsigned image", staged)
+	}
+	if got := log.pulls(imgs["hand"]); got != 0 {
+		t.Fatalf("%d downloads of the unsigned image, want none", got)
+	}
+	if got := rg.sim.counts().switches; got != switches {
+		t.Fatalf("%d switches after the refusal, want %d: a refused stage ahead is not tried at every sync", got, switches)
+	}
+	if v := rg.ann(v1alpha1.StagedImageAnnotation); v != "" {
+		t.Fatalf("stagedImage %q for a refused image", v)
+	}
+	rg.expectRefusedAtTurn(imgs["hand"], config, base)
+
+	rg.desire(base, config)
+	rg.converge()
+	rg.stageAhead(imgs["signed"], log, 1)
+	if st, err := rg.sim.Status(rg.ctx); err != nil || !st.Status.Staged.Verified() {
+		t.Fatalf("staged ahead %+v, %v: want it verified by bootc", st.Status.Staged, err)
+	}
+	rg.turn(imgs["signed"], config)
+	if got := log.pulls(imgs["signed"]); got != 1 {
+		t.Errorf("%d downloads of the signed image, want the one ahead", got)
+	}
+}
+
+// Issue 37 finding 3: an image staged ahead without the policy (by a
+// daemon before this fix, or before the pool signed) is only unlocked at
+// the node's turn, and --from-downloaded verifies nothing: the daemon
+// stages it again, enforcing the policy, which refuses it. Before the
+// fix the node booted it.
+func TestUnverifiedStageAheadIsVerifiedAtTheTurn(t *testing.T) {
+	rg, base, imgs, _, _, config := signedRig(t, "hand")
+	if _, err := rg.sim.sim.Switch(rg.ctx, imgs["hand"], bootcsim.SwitchOptions{DownloadOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	rg.annotate(map[string]*string{v1alpha1.DesiredStageAnnotation: str(imgs["hand"])})
+	rg.sync()
+	if v := rg.ann(v1alpha1.StagedImageAnnotation); v != "" {
+		t.Errorf("stagedImage %q for an image nobody verified", v)
+	}
+	rg.expectRefusedAtTurn(imgs["hand"], config, base)
+}
+
+// Where the pool signs, a bootc that cannot verify a download-only
+// switch does not stage ahead, and says why.
+func TestStageAheadPossible(t *testing.T) {
+	full := &bootc.Capabilities{SwitchDownloadOnly: true, UpgradeDownloadOnly: true, EnforceSigPolicy: true}
+	noEnforce := &bootc.Capabilities{SwitchDownloadOnly: true, UpgradeDownloadOnly: true}
+	v116 := &bootc.Capabilities{UpgradeDownloadOnly: true, EnforceSigPolicy: true}
+	for _, tc := range []struct {
+		name  string
+		caps  *bootc.Capabilities
+		signs bool
+		ok    bool
+		why   string
+	}{
+		{"main, signs", full, true, true, ""},
+		{"main, no signing", noEnforce, false, true, ""},
+		{"no enforcement, signs", noEnforce, true, false, "cannot verify a download-only switch"},
+		{"1.16", v116, true, false, "cannot stage locked"},
+		{"no lock", nil, false, false, "cannot stage locked"},
+	} {
+		ok, why := stageAheadPossible(tc.caps, tc.signs)
+		if ok != tc.ok || !strings.Contains(why, tc.why) || (tc.ok && why != "") {
+			t.Errorf("%s: %v %q, want %v and a reason containing %q", tc.name, ok, why, tc.ok, tc.why)
+		}
 	}
 }

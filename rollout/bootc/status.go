@@ -214,3 +214,16 @@ func DigestOf(pullSpec string) string {
 	}
 	return pullSpec[i+1:]
 }
+
+// SignatureContainerPolicy is ImageReference.Signature of an image
+// bootc fetched under the host's signature policy (switch
+// --enforce-container-sigpolicy; ostree-image-signed: in the origin).
+const SignatureContainerPolicy = `"containerPolicy"`
+
+// Verified says whether bootc fetched the entry's image under the
+// host's signature policy (its reference's signature is
+// containerPolicy): switched to with --enforce-container-sigpolicy, or
+// upgraded from such a spec, which bootc verifies again.
+func (e *BootEntry) Verified() bool {
+	return e != nil && e.Image != nil && string(bytes.TrimSpace(e.Image.Image.Signature)) == SignatureContainerPolicy
+}
