@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	goflag "flag"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/rollout"
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/rollout/firstboot"
@@ -31,7 +33,10 @@ type firstbootOptions struct {
 	healthCommand string
 	healthTimeout time.Duration
 	bootIDFile    string
-	zap           zap.Options
+	// signaturePolicyFile holds the imageSignaturePolicy annotation's
+	// value (a host path).
+	signaturePolicyFile string
+	zap                 zap.Options
 }
 
 // newFirstbootCommand is `strata-daemon firstboot`, which
@@ -44,8 +49,9 @@ func newFirstbootCommand() *cobra.Command {
 		Long: `firstboot runs from strata-firstboot.service, which the config server
 serves in a pool's first-boot Ignition, before kubelet.service. It switches the
 node to --image with bootc (by digest, with the pull secret the config server
-delivered), reboots once, verifies the booted digest and the node's health,
-and exits 0 only then; a node installed with --image does not reboot. It
+delivered; with --signature-policy-file, the pool's signature policy written
+into /etc and enforced, as the daemon's own switches are), reboots once,
+verifies the booted digest and the node's health, and exits 0 only then; a node installed with --image does not reboot. It
 needs no API server. While the reboot it asked for is under way it does not
 exit, so that nothing ordered after it starts.`,
 		Args:          cobra.NoArgs,
@@ -68,6 +74,7 @@ exit, so that nothing ordered after it starts.`,
 	f.StringVar(&o.healthCommand, "health-check-command", "", "health check after the switch's reboot, split at white space; exit 0 means healthy (empty: none)")
 	f.DurationVar(&o.healthTimeout, "health-check-timeout", 10*time.Minute, "how long the node may take to be healthy on the new image")
 	f.StringVar(&o.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding the id of the running boot")
+	f.StringVar(&o.signaturePolicyFile, "signature-policy-file", "", "for a pool that signs its images, host path of the node signature policy (the imageSignaturePolicy annotation's JSON) the config server delivered: written into /etc and enforced by the switch (bootc switch --enforce-container-sigpolicy); an image it refuses fails the first boot")
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.zap.BindFlags(zfs)
 	f.AddGoFlagSet(zfs)
@@ -97,15 +104,28 @@ func runFirstboot(o firstbootOptions) error {
 	defer root.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	var policy *v1alpha1.NodeSignaturePolicy
+	if o.signaturePolicyFile != "" {
+		data, err := root.ReadFile(o.signaturePolicyFile)
+		if err != nil {
+			return fmt.Errorf("--signature-policy-file: %w", err)
+		}
+		policy = &v1alpha1.NodeSignaturePolicy{}
+		if err := json.Unmarshal(data, policy); err != nil {
+			return fmt.Errorf("--signature-policy-file %s: %w", o.signaturePolicyFile, err)
+		}
+	}
 	b := &firstboot.Boot{
-		Bootc:         bc,
-		Machine:       &rollout.Commands{BootIDFile: o.bootIDFile, RebootArgv: reboot, HealthArgv: strings.Fields(o.healthCommand)},
-		Root:          root,
-		AuthFile:      o.authFile,
-		StateDir:      o.stateDir,
-		Image:         o.image,
-		HealthTimeout: o.healthTimeout,
-		Log:           ctrl.Log.WithName("firstboot"),
+		SignaturePolicy: policy,
+		Enforcing:       bc,
+		Bootc:           bc,
+		Machine:         &rollout.Commands{BootIDFile: o.bootIDFile, RebootArgv: reboot, HealthArgv: strings.Fields(o.healthCommand)},
+		Root:            root,
+		AuthFile:        o.authFile,
+		StateDir:        o.stateDir,
+		Image:           o.image,
+		HealthTimeout:   o.healthTimeout,
+		Log:             ctrl.Log.WithName("firstboot"),
 	}
 	out, err := b.Run(ctx)
 	if err != nil {

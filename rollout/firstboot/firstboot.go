@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/imageref"
 	"github.com/strata-dev/strata/rollout"
 	"github.com/strata-dev/strata/rollout/bootc"
@@ -68,10 +69,25 @@ type Boot struct {
 	StateDir string
 	// Image is the pool's image, repo@sha256:....
 	Image string
+	// SignaturePolicy, for a pool that signs its images, is the policy
+	// the node's imageSignaturePolicy annotation will carry: the switch
+	// writes it (merged into the base's policy.json) and enforces it, as
+	// the daemon's stage does, and an image it refuses fails the first
+	// boot. Enforcing then runs the switch; nil means a plain switch.
+	SignaturePolicy *v1alpha1.NodeSignaturePolicy
+	Enforcing       EnforcingSwitch
 	// HealthTimeout bounds the health gate after the reboot; HealthPoll
 	// is how often it checks (5s when zero).
 	HealthTimeout, HealthPoll time.Duration
 	Log                       logr.Logger
+}
+
+// EnforcingSwitch is what a switch under the signature policy takes of
+// bootc (bootc.Command): its options, and switch
+// --enforce-container-sigpolicy.
+type EnforcingSwitch interface {
+	Capabilities(ctx context.Context) (bootc.Capabilities, error)
+	SwitchWith(ctx context.Context, image string, o bootc.SwitchOptions) error
 }
 
 // Run takes one step of the table in doc.go. Rebooting means the caller
@@ -144,8 +160,12 @@ func (b *Boot) Run(ctx context.Context) (Outcome, error) {
 			return "", fmt.Errorf("write the pull secret for bootc: %w", err)
 		}
 	}
-	b.Log.Info("Switching to the pool's image", "image", b.Image, "booted", host.Status.Booted.PullSpec())
-	if err := b.Bootc.Switch(ctx, b.Image); err != nil {
+	b.Log.Info("Switching to the pool's image", "image", b.Image, "booted", host.Status.Booted.PullSpec(), "enforceSignatures", b.SignaturePolicy != nil)
+	if err := b.switchToImage(ctx); err != nil {
+		var refused *refusedError
+		if errors.As(err, &refused) {
+			return "", b.fail(dir, rec, refused.Error())
+		}
 		return "", err
 	}
 	if host, err = b.Bootc.Status(ctx); err != nil {
@@ -153,6 +173,9 @@ func (b *Boot) Run(ctx context.Context) (Outcome, error) {
 	}
 	if got := host.Status.Staged.Digest(); got != want {
 		return "", b.fail(dir, rec, fmt.Sprintf("bootc staged %q after switching to %s", got, b.Image))
+	}
+	if b.SignaturePolicy != nil && !host.Status.Staged.Verified() {
+		return "", b.fail(dir, rec, fmt.Sprintf("bootc staged %s without verifying its signature", b.Image))
 	}
 	if err := bootcheck.WriteExpect(bootcheck.Dir(b.StateDir), want, b.HealthTimeout); err != nil {
 		return "", err
@@ -163,6 +186,45 @@ func (b *Boot) Run(ctx context.Context) (Outcome, error) {
 	}
 	b.Log.Info("Rebooting into the pool's image", "image", b.Image)
 	return Rebooting, b.Machine.Reboot(ctx)
+}
+
+// refusedError is a switch the signature policy refused, or could not
+// be enforced for: no retry helps.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+
+// switchToImage stages the pool's image: with the signature policy
+// written and enforced where the pool signs, as the daemon's stage
+// does (a new node is a path in too), else a plain switch.
+func (b *Boot) switchToImage(ctx context.Context) error {
+	if b.SignaturePolicy == nil {
+		return b.Bootc.Switch(ctx, b.Image)
+	}
+	if b.Enforcing == nil {
+		return errors.New("a signature policy and no bootc to enforce it with")
+	}
+	written, err := rollout.WriteSignaturePolicy(b.Root, *b.SignaturePolicy)
+	if err != nil {
+		return fmt.Errorf("signature policy: %w", err)
+	}
+	for _, p := range written {
+		b.Log.Info("Wrote the signature policy", "path", p)
+	}
+	caps, err := b.Enforcing.Capabilities(ctx)
+	if err != nil {
+		return fmt.Errorf("read bootc's options: %w", err)
+	}
+	if !caps.EnforceSigPolicy {
+		return &refusedError{fmt.Errorf("image %s not switched to: the pool signs its images and this bootc has no switch --enforce-container-sigpolicy to verify them", b.Image)}
+	}
+	if err := b.Enforcing.SwitchWith(ctx, b.Image, bootc.SwitchOptions{EnforceSigPolicy: true}); err != nil {
+		if rollout.RefusedBySignature(err) {
+			return &refusedError{fmt.Errorf("image %s refused by the signature policy: %w", b.Image, err)}
+		}
+		return err
+	}
+	return nil
 }
 
 // healthGate waits for the node's health check to pass, up to

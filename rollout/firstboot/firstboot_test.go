@@ -9,12 +9,17 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
+	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/rollout"
 	"github.com/strata-dev/strata/rollout/bootc"
 	"github.com/strata-dev/strata/rollout/hostfs"
+	"github.com/strata-dev/strata/signing"
+	"github.com/strata-dev/strata/sigpolicy"
 	"github.com/strata-dev/strata/test/bootcsim"
+	"github.com/strata-dev/strata/test/bootcsim/sigverify"
 	"github.com/strata-dev/strata/test/testregistry"
 )
 
@@ -28,6 +33,14 @@ func (h *simHost) Status(ctx context.Context) (*bootc.Host, error) { return h.si
 func (h *simHost) Switch(ctx context.Context, image string) error {
 	h.switches++
 	_, err := h.sim.Switch(ctx, image, bootcsim.SwitchOptions{Transport: bootc.TransportRegistry})
+	return err
+}
+func (h *simHost) Capabilities(context.Context) (bootc.Capabilities, error) {
+	return bootc.Capabilities{EnforceSigPolicy: true}, nil
+}
+func (h *simHost) SwitchWith(ctx context.Context, image string, o bootc.SwitchOptions) error {
+	h.switches++
+	_, err := h.sim.Switch(ctx, image, bootcsim.SwitchOptions{Transport: bootc.TransportRegistry, EnforceSigPolicy: o.EnforceSigPolicy})
 	return err
 }
 func (h *simHost) Rollback(ctx context.Context) error    { return h.sim.Rollback(ctx) }
@@ -52,6 +65,7 @@ func node(t *testing.T, install, pool string) (*Boot, *simHost) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sim.VerifySignatures = sigverify.Verify
 	if err := sim.Init(context.Background(), install); err != nil {
 		t.Fatal(err)
 	}
@@ -174,5 +188,79 @@ func TestFirstBootFailures(t *testing.T) {
 		if _, err := b.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "did not boot") {
 			t.Fatalf("Run after booting the base again: %v", err)
 		}
+	})
+}
+
+type keychain struct{ a authn.Authenticator }
+
+func (k keychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.a, nil }
+
+// Issue 37 finding 3: where the pool signs, a new node's first boot
+// writes the signature policy and switches with
+// --enforce-container-sigpolicy, as the daemon's stage does. An unsigned
+// image is refused: nothing is staged, no reboot, and the node stays
+// out of the cluster. A signed one boots, verified by bootc, with the
+// policy in /etc byte for byte what the image carries.
+func TestFirstBootEnforcesTheSignaturePolicy(t *testing.T) {
+	ctx := context.Background()
+	reg := testregistry.Start(t, "")
+	key, err := signing.GenerateKeyPair([]byte("pass"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func(tag string) string {
+		img, err := mutate.AppendLayers(testregistry.Busybox(t), testregistry.FilesLayer(t, map[string]string{"etc/strata-image": tag + "\n"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reg.Push(t, "strata/os:"+tag, img)
+	}
+	base, unsigned, signed := push("base"), push("hand"), push("signed")
+	if err := signing.Sign(ctx, signed, key.Private, signing.Registry{Keychain: keychain{reg.Auth()}, Insecure: []string{reg.Host}}); err != nil {
+		t.Fatal(err)
+	}
+	policy := &v1alpha1.NodeSignaturePolicy{Repository: reg.Host + "/strata/os", PublicKeys: []string{string(key.Public)}}
+
+	t.Run("unsigned", func(t *testing.T) {
+		b, h := node(t, base, unsigned)
+		b.SignaturePolicy, b.Enforcing = policy, h
+		if _, err := b.Run(ctx); err == nil || !strings.Contains(err.Error(), "refused by the signature policy") || !strings.Contains(err.Error(), "stays out") {
+			t.Fatalf("Run to an unsigned image: %v, want refused by the signature policy", err)
+		}
+		st, err := h.sim.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Status.Staged != nil || h.reboots != 0 {
+			t.Fatalf("staged %+v, %d reboots after the refusal; want nothing", st.Status.Staged, h.reboots)
+		}
+		if _, err := b.Run(ctx); err == nil || !strings.Contains(err.Error(), "refused by the signature policy") {
+			t.Fatalf("Run after the refusal: %v", err)
+		}
+	})
+	t.Run("signed", func(t *testing.T) {
+		b, h := node(t, base, signed)
+		b.SignaturePolicy, b.Enforcing = policy, h
+		run(t, b, Rebooting)
+		st, err := h.sim.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Status.Staged.Verified() {
+			t.Fatalf("staged %+v, want it verified by bootc", st.Status.Staged)
+		}
+		files, err := sigpolicy.NodePolicy(policy.Repository, [][]byte{key.Public})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if got, err := b.Root.ReadFile(f.Path); err != nil || string(got) != string(f.Data) {
+				t.Fatalf("%s on the node: %v; want the policy's bytes", f.Path, err)
+			}
+		}
+		if err := h.sim.Reboot(ctx); err != nil {
+			t.Fatal(err)
+		}
+		run(t, b, Done)
 	})
 }
