@@ -29,6 +29,10 @@ type Pool struct {
 	// Canary, when set, makes its nodes take a new target first and the
 	// rest wait for its soak (canary.go).
 	Canary *Canary
+	// Topology, when set, gives each group of nodes (Node.Group) a
+	// budget of its own beside MaxUnavailable, and may take the groups
+	// one after another (topology.go).
+	Topology *Topology
 	// Now is the time of the plan; only the canary's soak reads it.
 	Now time.Time
 }
@@ -76,6 +80,14 @@ type Node struct {
 	// InCanary: the pool's canary selector selects the node (read only
 	// when the canary is by selector).
 	InCanary bool
+	// Group is the value of the pool's topology label on the node, ""
+	// without one (read only with a Topology).
+	Group string
+	// Hold is the reason an admin gave for keeping the rollout away from
+	// this node (the hold annotation); "" is none. A held node is not
+	// sent a new target nor asked to stage ahead, and does not count as
+	// failed; one already sent its target finishes.
+	Hold string
 }
 
 // Action asks the controller to set the desiredConfig and desiredImage
@@ -133,6 +145,15 @@ type Result struct {
 	// Blocked lists the nodes that would have been taken but for a gate
 	// on the node (Node.Blocked), by name.
 	Blocked []string
+	// Held lists the nodes still to be sent the target that an admin
+	// holds (Node.Hold), by name, with the hold's reason.
+	Held []NodeProblem
+	// Groups are the topology's groups in the order a sequential rollout
+	// takes them; nil without a topology.
+	Groups []GroupResult
+	// ActiveGroup is the group a sequential rollout takes nodes from now;
+	// "" when it is not sequential or every group is done.
+	ActiveGroup string
 }
 
 // candidate is a node whose desired pair is not the target yet.
@@ -169,6 +190,12 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 	inFlight := false
 	canary := canaryMembers(pool.Canary, nodes)
 	var canaryCount, canaryUpdated int32
+	// For the topology's groups: the pool's nodes and those updated.
+	var members []*Node
+	var updatedSet map[string]bool
+	if pool.Topology != nil {
+		updatedSet = map[string]bool{}
+	}
 
 	for i := range nodes {
 		n := &nodes[i]
@@ -177,6 +204,9 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 			continue
 		}
 		r.MachineCount++
+		if pool.Topology != nil {
+			members = append(members, n)
+		}
 		unavail := unavailable(n)
 		if unavail {
 			r.UnavailableCount++
@@ -216,6 +246,9 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 				candidates = make([]candidate, 0, len(nodes)-i)
 			}
 			candidates = append(candidates, candidate{node: n, image: image, unavailable: unavail, canary: inCanary})
+			if n.Hold != "" {
+				r.Held = append(r.Held, NodeProblem{Node: n.Name, Reason: n.Hold})
+			}
 			continue
 		}
 		switch {
@@ -225,6 +258,9 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 			r.FailedCount++
 		case n.State == v1alpha1.NodeStateDone && n.CurrentImage == image && n.CurrentConfig == target.Config:
 			r.UpdatedCount++
+			if updatedSet != nil {
+				updatedSet[n.Name] = true
+			}
 			if n.Ready {
 				r.ReadyCount++
 			}
@@ -249,10 +285,22 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 		}
 		eligible, next = r.Canary.split(candidates)
 	}
+	var budget groupBudget
+	if measured {
+		r.Groups, budget = groups(pool.Topology, members, updatedSet)
+	}
+	if t := pool.Topology; t != nil && t.Sequential && measured {
+		// One group after another: only the first group in order that
+		// is not done yet is taken from.
+		if g, ok := activeGroup(t, candidates, members); ok {
+			r.ActiveGroup = g
+			eligible = slices.DeleteFunc(slices.Clone(eligible), func(c candidate) bool { return c.node.Group != g })
+		}
+	}
 
 	if !pool.Paused && !pool.OutsideWindow && !pool.Held && target.Waiting == "" && measured && !r.Halted && len(eligible) > 0 {
 		capacity := r.MaxUnavailable - int(r.UnavailableCount)
-		r.Actions, r.Blocked = take(eligible, capacity, capacity+pool.StageAhead, target.Config)
+		r.Actions, r.Blocked = take(eligible, capacity, capacity+pool.StageAhead, target.Config, budget)
 	}
 	if pool.StageAhead > 0 && !pool.Paused && target.Waiting == "" && measured && !r.Halted {
 		r.Stage = stageAhead(next, r.Actions, pool.StageAhead)
@@ -265,6 +313,7 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 	slices.Sort(r.Conflicts)
 	slices.Sort(r.WaitingForDaemon)
 	slices.SortFunc(r.Degraded, func(a, b NodeProblem) int { return cmp.Compare(a.Node, b.Node) })
+	slices.SortFunc(r.Held, func(a, b NodeProblem) int { return cmp.Compare(a.Node, b.Node) })
 	return r
 }
 
@@ -309,15 +358,23 @@ func byTurn(a, b candidate) int {
 // unavailable. So at most maxUnavailable + stageAhead nodes are ever
 // unavailable, and no more live updates are taken while the failed
 // ones reboot; only a node asked to stage ahead decides ahead.
-func take(candidates []candidate, capacity, liveCapacity int, config string) ([]Action, []string) {
+//
+// With a topology (budget not nil), a node that costs capacity also
+// costs its group's: it is taken only while both last. A held node is
+// passed over and costs nothing.
+func take(candidates []candidate, capacity, liveCapacity int, config string, budget groupBudget) ([]Action, []string) {
 	slices.SortFunc(candidates, byTurn)
 	var actions []Action
 	var blocked []string
 	for _, c := range candidates {
+		if c.node.Hold != "" {
+			continue
+		}
 		live := !c.unavailable && liveCapacity > 0 && c.live(config)
 		free := c.unavailable || live
+		groupFull := budget != nil && budget[c.node.Group] <= 0
 		if c.node.Blocked {
-			if free || capacity > 0 {
+			if free || (capacity > 0 && !groupFull) {
 				blocked = append(blocked, c.node.Name)
 			}
 			continue
@@ -326,11 +383,14 @@ func take(candidates []candidate, capacity, liveCapacity int, config string) ([]
 		case live:
 			liveCapacity--
 		case !free:
-			if capacity <= 0 {
+			if capacity <= 0 || groupFull {
 				continue
 			}
 			capacity--
 			liveCapacity--
+			if budget != nil {
+				budget[c.node.Group]--
+			}
 		}
 		if actions == nil {
 			actions = make([]Action, 0, len(candidates))
@@ -353,7 +413,7 @@ func stageAhead(candidates []candidate, taken []Action, n int) []Action {
 		if len(out) == n {
 			break
 		}
-		if c.unavailable || c.image == c.node.CurrentImage ||
+		if c.unavailable || c.image == c.node.CurrentImage || c.node.Hold != "" ||
 			slices.ContainsFunc(taken, func(a Action) bool { return a.Node == c.node.Name }) {
 			continue
 		}

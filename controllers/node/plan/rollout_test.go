@@ -170,6 +170,23 @@ func (s *sim) record(tick int, r Result) {
 		}
 		fmt.Fprintf(&s.out, " stage [%s] staged %d", strings.Join(staging, " "), r.StagedAheadCount)
 	}
+	if len(r.Groups) > 0 {
+		var gs []string
+		for _, g := range r.Groups {
+			gs = append(gs, fmt.Sprintf("%s %d/%d unavail %d cap %d", groupName(g.Name), g.UpdatedCount, g.MachineCount, g.UnavailableCount, g.Capacity))
+		}
+		fmt.Fprintf(&s.out, " groups [%s]", strings.Join(gs, ", "))
+		if r.ActiveGroup != "" {
+			fmt.Fprintf(&s.out, " active %s", groupName(r.ActiveGroup))
+		}
+	}
+	if len(r.Held) > 0 {
+		var held []string
+		for _, h := range r.Held {
+			held = append(held, h.Node)
+		}
+		fmt.Fprintf(&s.out, " held [%s]", strings.Join(held, " "))
+	}
 	if c := r.Canary; c != nil {
 		fmt.Fprintf(&s.out, " canary %s %d/%d", c.Phase, c.UpdatedCount, c.MachineCount)
 		if !c.SoakUntil.IsZero() {
@@ -184,6 +201,12 @@ func (s *sim) record(tick int, r Result) {
 		}
 		fmt.Fprintf(&s.out, "  %-4s %-8s %-9s cur %s/%s des %s/%s", n.Name, ready, n.State,
 			s.short(n.CurrentConfig), s.short(n.CurrentImage), s.short(n.DesiredConfig), s.short(n.DesiredImage))
+		if s.sc.pool.Topology != nil {
+			fmt.Fprintf(&s.out, " zone %s", groupName(n.Group))
+		}
+		if n.Hold != "" {
+			fmt.Fprintf(&s.out, " hold %q", n.Hold)
+		}
 		if n.DesiredStage != "" {
 			fmt.Fprintf(&s.out, " stage %s", s.short(n.DesiredStage))
 		}
@@ -261,6 +284,7 @@ func (s *sim) run() {
 			s.t.Errorf("tick %d: %d nodes unavailable after the actions, more than max(maxUnavailable %d, %d unavailable before)",
 				tick, after.UnavailableCount, r.MaxUnavailable, r.UnavailableCount)
 		}
+		s.checkGroups(tick, r, after)
 		if len(after.Actions) > 0 {
 			s.t.Errorf("tick %d: planning again with nothing changed takes %v: the plan is not level-based", tick, after.Actions)
 		}
@@ -286,6 +310,66 @@ func (s *sim) run() {
 		}
 	}
 	s.t.Errorf("the pool is not updated after %d ticks", maxTicks)
+}
+
+// checkGroups holds the topology's promise: after the actions no group
+// has more nodes unavailable than its budgets allow, unless it had as
+// many before.
+func (s *sim) checkGroups(tick int, before, after Result) {
+	t := s.sc.pool.Topology
+	if t == nil {
+		return
+	}
+	was := map[string]GroupResult{}
+	for _, g := range before.Groups {
+		was[g.Name] = g
+	}
+	for _, g := range after.Groups {
+		limit := int(g.MachineCount)
+		if t.MaxUnavailable != nil {
+			limit = maxUnavailable(t.MaxUnavailable, int(g.MachineCount))
+		}
+		if t.MinAvailable != nil {
+			limit = min(limit, int(g.MachineCount)-minAvailable(t.MinAvailable, int(g.MachineCount)))
+		}
+		if n := int(g.UnavailableCount); n > max(limit, int(was[g.Name].UnavailableCount)) {
+			s.t.Errorf("tick %d: group %s has %d nodes unavailable after the actions, over its budget of %d", tick, groupName(g.Name), n, limit)
+		}
+	}
+	if t.Sequential {
+		active := map[string]bool{}
+		for _, n := range s.nodes {
+			if updating(&n.Node) {
+				active[n.Group] = true
+			}
+		}
+		if len(active) > 1 {
+			s.t.Errorf("tick %d: nodes of %d groups update at once in a sequential rollout", tick, len(active))
+		}
+	}
+}
+
+func groupName(g string) string {
+	if g == "" {
+		return "(none)"
+	}
+	return g
+}
+
+// inZones puts nodes in the named groups, in order.
+func inZones(nodes []Node, zones ...string) []Node {
+	for i := range nodes {
+		nodes[i].Group = zones[i]
+	}
+	return nodes
+}
+
+func setHold(name, reason string) event {
+	say := name + " released"
+	if reason != "" {
+		say = name + " held: " + reason
+	}
+	return event{say: say, do: func(s *sim) { s.node(name).Hold = reason }}
 }
 
 // workers makes n nodes w1..wn of pool worker, on c1/imgA, adopted (sent
@@ -486,6 +570,46 @@ func TestRolloutGolden(t *testing.T) {
 			pool:   Pool{Name: "worker", StageAhead: 1, Canary: &Canary{BySelector: true, Soak: 2 * time.Minute}},
 			target: tB,
 			nodes:  inCanary(workers(6), "w5", "w6"),
+		},
+		{
+			name: "topology-zones",
+			about: "6 nodes in zones a, b, c; maxUnavailable 3, at most 1 unavailable per zone:\n" +
+				"# one node of each zone at a time.",
+			pool:   Pool{Name: "worker", MaxUnavailable: num(3), Topology: &Topology{MaxUnavailable: num(1)}},
+			target: tB,
+			nodes:  inZones(workers(6), "a", "a", "b", "b", "c", "c"),
+		},
+		{
+			name: "topology-sequential",
+			about: "6 nodes in zones a, b, c; maxUnavailable 2, one zone after another, c first:\n" +
+				"# c, then a, then b (by name); the pool-wide maxUnavailable holds within a zone.",
+			pool:   Pool{Name: "worker", MaxUnavailable: num(2), Topology: &Topology{Sequential: true, Order: []string{"c"}}},
+			target: tB,
+			nodes:  inZones(workers(6), "a", "a", "b", "b", "c", "c"),
+		},
+		{
+			name: "topology-min-available",
+			about: "4 nodes in zone a, 2 in b, 1 without the label; maxUnavailable 4, minAvailable 50% per\n" +
+				"# zone: 2 of a and 1 of b at a time; the unlabelled node is a group of its own,\n" +
+				"# which can always give up its one node (minAvailable is at most the size less one).",
+			pool:   Pool{Name: "worker", MaxUnavailable: num(4), Topology: &Topology{MinAvailable: ptr(intstr.FromString("50%"))}},
+			target: tB,
+			nodes:  inZones(workers(7), "a", "a", "a", "a", "b", "b", ""),
+		},
+		{
+			name: "hold-one-node",
+			about: "4 nodes, maxUnavailable 2; an admin holds w2 (disk replacement): it is skipped and\n" +
+				"# reported, the others update, and w2 follows once released.",
+			pool:   Pool{Name: "worker", MaxUnavailable: num(2)},
+			target: tB,
+			nodes: func() []Node {
+				n := workers(4)
+				n[1].Hold = "disk replacement"
+				return n
+			}(),
+			events: map[int][]event{
+				8: {setHold("w2", "")},
+			},
 		},
 		{
 			name:   "waiting-for-build",
