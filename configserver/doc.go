@@ -22,6 +22,10 @@
 // The server (Server) answers nothing without the pool's token: 401
 // without an Authorization header, 403 with any token that is not the
 // pool's (compared in constant time; an unknown pool answers the same, so
-// pool names cannot be probed). Every request is logged without its
+// pool names cannot be probed), 403 for a pool that takes no new nodes
+// (no spec.bootstrapToken) whatever Secret there is, and 403 for a token
+// past its lifetime: the current one rotationPeriod + rotationOverlap
+// after it was made, the one a rotation replaced after the expiry
+// written beside it. Every request is logged without its
 // token and counted in strata_config_server_requests_total by result.
 package configserver

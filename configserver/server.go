@@ -52,6 +52,8 @@ type Server struct {
 	DaemonImage func(ctx context.Context) (string, error)
 	// Log receives one line per request.
 	Log logr.Logger
+	// Now is the clock tokens expire by; nil is time.Now.
+	Now func() time.Time
 }
 
 // Results counted and logged, one per request.
@@ -102,14 +104,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (pool, result str
 	if !ok {
 		return name, resultUnauthorized, http.StatusUnauthorized, "no bearer token"
 	}
-	want, err := s.token(ctx, name)
+	valid, err := s.tokens(ctx, name)
 	if err != nil {
 		return name, resultError, http.StatusInternalServerError, err.Error()
 	}
-	// Compared even when the pool has no token, so that the time taken
-	// does not tell an unknown pool from a wrong token.
-	if subtle.ConstantTimeCompare([]byte(token), want) != 1 || len(want) == 0 {
-		return name, resultForbidden, http.StatusForbidden, "not the pool's bootstrap token"
+	// Both slots compared even when the pool has no token, so that the
+	// time taken does not tell an unknown pool from a wrong token.
+	match := 0
+	for _, want := range valid {
+		if subtle.ConstantTimeCompare([]byte(token), want) == 1 && len(want) > 0 {
+			match = 1
+		}
+	}
+	if match != 1 {
+		return name, resultForbidden, http.StatusForbidden, "not a valid bootstrap token of the pool"
 	}
 	in, why, err := s.input(ctx, name)
 	switch {
@@ -145,22 +153,62 @@ func bearer(h string) (string, bool) {
 	return token, token != ""
 }
 
-// token is the pool's bootstrap token; nil when it has none.
-func (s *Server) token(ctx context.Context, pool string) ([]byte, error) {
+// tokens are the pool's bootstrap tokens that work now, in two slots
+// (the current token and the one it replaced, while the rotation's
+// overlap lasts), either nil when it does not work: both nil when the
+// pool takes no new nodes (no spec.bootstrapToken), whatever Secret
+// there is.
+func (s *Server) tokens(ctx context.Context, name string) ([2][]byte, error) {
+	var none [2][]byte
+	var pool v1alpha1.MachineConfigPool
+	if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, &pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			return none, nil
+		}
+		return none, fmt.Errorf("get pool %s: %w", name, err)
+	}
+	spec := pool.Spec.BootstrapToken
+	if spec == nil {
+		// The controller deletes the token of such a pool; until it has,
+		// the token must not work.
+		return none, nil
+	}
 	var sec corev1.Secret
-	err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: v1alpha1.BootstrapTokenSecretName(pool)}, &sec)
+	err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: v1alpha1.BootstrapTokenSecretName(name)}, &sec)
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		return none, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get the bootstrap token of pool %s: %w", pool, err)
+		return none, fmt.Errorf("get the bootstrap token of pool %s: %w", name, err)
 	}
 	// Only a Secret the controller made for this pool counts, not one a
 	// user created under that name for another purpose.
-	if sec.Labels[v1alpha1.BootstrapTokenLabel] != pool {
-		return nil, nil
+	if sec.Labels[v1alpha1.BootstrapTokenLabel] != name {
+		return none, nil
 	}
-	return sec.Data[v1alpha1.BootstrapTokenKey], nil
+	return validTokens(spec, &sec, s.now()), nil
+}
+
+// validTokens are the tokens of sec that work at now: the current one
+// until rotationPeriod + overlap after it was made (the controller
+// replaces it at rotationPeriod: this holds should it not), the previous
+// one until its expiry annotation (absent or unreadable: never).
+func validTokens(spec *v1alpha1.BootstrapToken, sec *corev1.Secret, now time.Time) [2][]byte {
+	var valid [2][]byte
+	if exp := spec.Expiry(sec.CreationTimestamp.Time); exp.IsZero() || now.Before(exp) {
+		valid[0] = sec.Data[v1alpha1.BootstrapTokenKey]
+	}
+	if exp, err := time.Parse(time.RFC3339, sec.Annotations[v1alpha1.PreviousTokenExpiresAnnotation]); err == nil && now.Before(exp) {
+		valid[1] = sec.Data[v1alpha1.PreviousBootstrapTokenKey]
+	}
+	return valid
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 // input gathers what the pool's config is made of, or says why the pool

@@ -205,6 +205,11 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 		t.Errorf("pool with maxUnavailable 50%%: %v", err)
 	}
 
+	// A short period with no overlap: the default overlap stays below it.
+	if err := env.Client.Create(ctx, specPool("accept-token-rotation", map[string]any{"bootstrapToken": map[string]any{"rotationPeriod": "30m"}})); err != nil {
+		t.Errorf("pool with bootstrapToken.rotationPeriod 30m: %v", err)
+	}
+
 	defaulted := validMCP("accept-default")
 	if err := env.Client.Create(ctx, defaulted); err != nil {
 		t.Fatal(err)
@@ -525,6 +530,20 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 				return env.Client.Create(ctx, windowPool(n, ws...))
 			},
 			want: []string{"spec.maintenanceWindows", "17"},
+		},
+		{
+			name: "bootstrap token rotated more often than every 10m",
+			do: func(n string) error {
+				return env.Client.Create(ctx, specPool(n, map[string]any{"bootstrapToken": map[string]any{"rotationPeriod": "5m"}}))
+			},
+			want: []string{"spec.bootstrapToken.rotationPeriod", "at least 10m"},
+		},
+		{
+			name: "bootstrap token overlap as long as its rotation period",
+			do: func(n string) error {
+				return env.Client.Create(ctx, specPool(n, map[string]any{"bootstrapToken": map[string]any{"rotationPeriod": "1h", "rotationOverlap": "60m"}}))
+			},
+			want: []string{"spec.bootstrapToken", "rotationOverlap must be shorter than rotationPeriod"},
 		},
 		{
 			name: "stageAhead negative",

@@ -4,8 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
@@ -32,6 +34,37 @@ func TestFailureLimitsMatchCRD(t *testing.T) {
 		got := failure.Properties[field].MaxLength
 		if got == nil || *got != want {
 			t.Errorf("status.failure.%s maxLength %v in the CRD, %d in Go", field, got, want)
+		}
+	}
+}
+
+// A token's default overlap stays below a short rotationPeriod (the
+// CRD's rule would refuse the pair if it were written out), and a token
+// without a rotationPeriod never expires.
+func TestBootstrapTokenOverlap(t *testing.T) {
+	d := func(s string) *metav1.Duration {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &metav1.Duration{Duration: v}
+	}
+	issued := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		spec    v1alpha1.BootstrapToken
+		overlap time.Duration
+		expiry  time.Time
+	}{
+		{v1alpha1.BootstrapToken{}, time.Hour, time.Time{}},
+		{v1alpha1.BootstrapToken{RotationPeriod: d("24h")}, time.Hour, issued.Add(25 * time.Hour)},
+		{v1alpha1.BootstrapToken{RotationPeriod: d("30m")}, 15 * time.Minute, issued.Add(45 * time.Minute)},
+		{v1alpha1.BootstrapToken{RotationPeriod: d("24h"), RotationOverlap: d("0s")}, 0, issued.Add(24 * time.Hour)},
+	} {
+		if got := tc.spec.Overlap(); got != tc.overlap {
+			t.Errorf("%+v: overlap %v, want %v", tc.spec, got, tc.overlap)
+		}
+		if got := tc.spec.Expiry(issued); !got.Equal(tc.expiry) {
+			t.Errorf("%+v: expiry %v, want %v", tc.spec, got, tc.expiry)
 		}
 	}
 }

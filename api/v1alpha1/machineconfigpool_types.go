@@ -90,6 +90,128 @@ type MachineConfigPoolSpec struct {
 	// before the rest of the pool; see the Canary type.
 	// +optional
 	Canary *Canary `json:"canary,omitempty"`
+
+	// topology spreads the rollout over groups of nodes that fail
+	// together (zones, racks), each with a budget of its own beside
+	// maxUnavailable, which still holds across groups; see the
+	// RolloutTopology type. Absent, the pool is one group.
+	// +optional
+	Topology *RolloutTopology `json:"topology,omitempty"`
+
+	// bootstrapToken lets new nodes join the pool through the config
+	// server: the controller keeps a bootstrap token for the pool, and the
+	// config server serves the pool's first-boot Ignition to a caller that
+	// carries it. Absent (the default), the pool takes no new nodes that
+	// way: no token exists for it, a token left from before is deleted,
+	// and the config server answers 403 for the pool. See the
+	// BootstrapToken type for rotation and for where the token must not be
+	// readable.
+	// +optional
+	BootstrapToken *BootstrapToken `json:"bootstrapToken,omitempty"`
+}
+
+// BootstrapToken says how a pool's bootstrap token is kept. The token is
+// a Secret, strata-config-server/strata-bootstrap-<pool>, made by the
+// controller; `stratactl node-config <pool>` prints a pointer config
+// that carries it, which a new machine is given as its user data.
+//
+// Keep the token out of reach of the cluster's pods: on a cloud, the
+// user data is served by the instance metadata service
+// (169.254.169.254), which every pod on the node can reach unless it is
+// blocked, and whoever holds the token gets the pool's first-boot
+// config, its node pull secret included. Block pods from the metadata
+// service (a NetworkPolicy or the node's firewall dropping egress to
+// 169.254.169.254/32; on AWS, IMDSv2 with a hop limit of 1, which
+// containers behind a NAT cannot reach), remove the user data once the
+// machine has booted where the platform allows it, and set
+// rotationPeriod so that a token read later has stopped working.
+// RolloutTopology groups a pool's nodes by the value of a node label and
+// gives each group a budget. Within a group, and among groups taken at
+// once, nodes are taken in the pool's usual turn: unavailable nodes first
+// (they cost nothing), then those holding the image staged ahead, then by
+// name.
+// +kubebuilder:validation:XValidation:rule="!has(self.groups) || self.order == 'Sequential'",message="groups orders a Sequential rollout: set order: Sequential"
+type RolloutTopology struct {
+	// key is the node label whose value names a node's group, for example
+	// topology.kubernetes.io/zone or a rack label. Nodes without the label
+	// form one group of their own, taken last in a Sequential rollout.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	Key string `json:"key"`
+
+	// maxUnavailable is how many nodes of one group may be unavailable at
+	// once: a count, or a percentage of the group's nodes rounded down
+	// (at least 1). Absent, a group has no bound of its own.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')",message="maxUnavailable must be an integer of at least 1 or a percentage from 1% to 100%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// minAvailable is how many nodes of one group must stay available: a
+	// count, or a percentage of the group's nodes rounded up. It is read
+	// as at most the group's size less one, so that a group can always
+	// give up one node while all its others are available (a group of one
+	// node would otherwise never update). Absent, none.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="minAvailable must be an integer of at least 0 or a percentage from 0% to 100%"
+	MinAvailable *intstr.IntOrString `json:"minAvailable,omitempty"`
+
+	// order is Parallel (the default: every group at once, each within
+	// its budget) or Sequential: one group is finished (every node sent
+	// the target and none still updating; held nodes aside) before the
+	// next starts.
+	// +optional
+	// +kubebuilder:default=Parallel
+	// +kubebuilder:validation:Enum=Parallel;Sequential
+	Order string `json:"order,omitempty"`
+
+	// groups orders a Sequential rollout: these label values first, in
+	// this order, then the other groups by value, then the nodes without
+	// the label.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	Groups []string `json:"groups,omitempty"`
+}
+
+// TopologyOrder values.
+const (
+	TopologyParallel   = "Parallel"
+	TopologySequential = "Sequential"
+)
+
+// +kubebuilder:validation:XValidation:rule="!has(self.rotationPeriod) || !has(self.rotationOverlap) || duration(self.rotationOverlap) < duration(self.rotationPeriod)",message="rotationOverlap must be shorter than rotationPeriod"
+type BootstrapToken struct {
+	// rotationPeriod makes the controller replace the token once it is
+	// this old, at least 10m, as a Go duration such as 24h. A token then
+	// works for at most rotationPeriod + rotationOverlap after it was
+	// made: the config server refuses it after that even if the
+	// controller has not replaced it. Absent, the token is replaced only
+	// when asked: annotating its Secret with
+	// machineconfiguration.strata.dev/rotate replaces it (the replaced
+	// token keeps working for rotationOverlap), deleting the Secret
+	// replaces it at once (the replaced token stops working at once: the
+	// way to revoke a leaked token).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10m')",message="rotationPeriod must be at least 10m"
+	RotationPeriod *metav1.Duration `json:"rotationPeriod,omitempty"`
+
+	// rotationOverlap is how long a token replaced by rotation (scheduled,
+	// or asked for by the rotate annotation) keeps working beside its
+	// successor, so that a machine that read its pointer config just
+	// before the rotation still joins; then the config server refuses it.
+	// Shorter than rotationPeriod; 0s makes a replaced token stop at once.
+	// Defaults to 1h, or to half the rotationPeriod when that is shorter
+	// than 2h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	RotationOverlap *metav1.Duration `json:"rotationOverlap,omitempty"`
 }
 
 // Weekday is a day of the week.

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "time"
+
 // NewNodeStatus is what a node that joins a pool now starts from: the
 // config server (strata-controller config-server) serves it in the
 // pool's first-boot Ignition. The rollout controller writes it, as the
@@ -38,9 +40,20 @@ const (
 	BootstrapTokenSecretPrefix = "strata-bootstrap-"
 	// BootstrapTokenKey is the key of the token in that Secret.
 	BootstrapTokenKey = "token"
+	// PreviousBootstrapTokenKey is the key, in the same Secret, of the
+	// token the current one replaced by rotation; it works until
+	// PreviousTokenExpiresAnnotation (the pool's
+	// bootstrapToken.rotationOverlap after the rotation), then the config
+	// server refuses it.
+	PreviousBootstrapTokenKey = "previous-token"
+	// PreviousTokenExpiresAnnotation on a bootstrap token Secret is when
+	// its previous token stops working, in RFC 3339.
+	PreviousTokenExpiresAnnotation = Prefix + "previous-token-expires"
 	// RotateTokenAnnotation on a bootstrap token Secret makes the
-	// controller replace the token (deleting the Secret does too); nodes
-	// not yet booted need a new pointer config (stratactl node-config).
+	// controller replace the token, the replaced one working on for the
+	// pool's bootstrapToken.rotationOverlap; deleting the Secret replaces
+	// it at once, with no overlap. Nodes not yet booted need a new pointer
+	// config (stratactl node-config).
 	RotateTokenAnnotation = Prefix + "rotate"
 	// BootstrapTokenLabel marks a bootstrap token Secret; its value is
 	// the pool's name.
@@ -61,3 +74,30 @@ const (
 
 // BootstrapTokenSecretName is the name of pool's bootstrap token Secret.
 func BootstrapTokenSecretName(pool string) string { return BootstrapTokenSecretPrefix + pool }
+
+// DefaultRotationOverlap is a bootstrap token's rotationOverlap when the
+// pool sets none.
+const DefaultRotationOverlap = time.Hour
+
+// Overlap is how long a token replaced by rotation keeps working: the
+// rotationOverlap, or its default, which stays below the rotationPeriod.
+func (b *BootstrapToken) Overlap() time.Duration {
+	if b.RotationOverlap != nil {
+		return b.RotationOverlap.Duration
+	}
+	if b.RotationPeriod != nil && b.RotationPeriod.Duration < 2*DefaultRotationOverlap {
+		return b.RotationPeriod.Duration / 2
+	}
+	return DefaultRotationOverlap
+}
+
+// Expiry is when a token made at issued stops working: never (the zero
+// time) without a rotationPeriod, else rotationPeriod + overlap later.
+// The controller replaces it at rotationPeriod; the config server
+// refuses it after Expiry whether or not it was replaced.
+func (b *BootstrapToken) Expiry(issued time.Time) time.Time {
+	if b.RotationPeriod == nil {
+		return time.Time{}
+	}
+	return issued.Add(b.RotationPeriod.Duration + b.Overlap())
+}

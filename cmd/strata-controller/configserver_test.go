@@ -94,6 +94,7 @@ func TestConfigServerMode(t *testing.T) {
 		if err := env.Client.Create(ctx, &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: p}, Spec: v1alpha1.MachineConfigPoolSpec{
 			NodeSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{"pool": p}},
 			MachineConfigSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": p}},
+			BootstrapToken:        &v1alpha1.BootstrapToken{},
 		}}); err != nil {
 			t.Fatal(err)
 		}

@@ -37,9 +37,14 @@ cloud's user data: it tells Ignition to fetch and merge the pool's first-boot
 config from the config server (https://SERVER/config/POOL), trusting the
 server's CA, with the pool's bootstrap token in an Authorization header.
 
-The output holds the pool's token: whoever has it can fetch the pool's
-configuration and node pull secret. Rotate it by annotating or deleting
-strata-config-server/strata-bootstrap-POOL (then print the pointer config again).
+The pool must take new nodes (spec.bootstrapToken): only then does it have a
+token. The output holds the token: whoever has it can fetch the pool's
+configuration and node pull secret, so keep it out of the pods' reach (on a
+cloud, block pods from the instance metadata service that serves user data).
+Rotate it by annotating strata-config-server/strata-bootstrap-POOL (the old
+token works on for the pool's rotationOverlap) or revoke it by deleting that
+Secret, then print the pointer config again; spec.bootstrapToken.rotationPeriod
+replaces it on a schedule.
 
 --server defaults to https://NAME:22623 with the first name in the config
 server Service's machineconfiguration.strata.dev/server-names annotation.
@@ -75,7 +80,10 @@ func (o *nodeConfigOptions) run(ctx context.Context, out io.Writer, pool string)
 	var tok corev1.Secret
 	key := client.ObjectKey{Namespace: v1alpha1.ConfigServerNamespace, Name: v1alpha1.BootstrapTokenSecretName(pool)}
 	if err := c.Get(ctx, key, &tok); err != nil {
-		return fmt.Errorf("get the bootstrap token %s (strata-controller makes one per pool): %w", key, err)
+		if mcp.Spec.BootstrapToken == nil {
+			return fmt.Errorf("pool %s takes no new nodes: set its spec.bootstrapToken, and strata-controller makes the token %s", pool, key)
+		}
+		return fmt.Errorf("get the bootstrap token %s (strata-controller makes one for each pool that sets spec.bootstrapToken): %w", key, err)
 	}
 	token := tok.Data[v1alpha1.BootstrapTokenKey]
 	if len(token) == 0 {

@@ -39,15 +39,17 @@ func token(ctx context.Context, pool string) (*corev1.Secret, error) {
 	return &s, err
 }
 
-// TestTokens (issue 25 point 2): every pool gets a token Secret, owned
-// by it; annotating or deleting it rotates the token.
+// TestTokens (issue 25 point 2, issue 37 finding 9): a pool that takes
+// new nodes gets a token Secret, owned by it; annotating or deleting it
+// rotates the token; a pool that stops taking new nodes loses it.
 func TestTokens(t *testing.T) {
 	ctx := context.Background()
 	stop := env.StartManager(t, ctrl.Options{}, func(mgr ctrl.Manager) error {
 		return (&TokenReconciler{Client: mgr.GetClient(), Namespace: "strata-config-server"}).SetupWithManager(mgr)
 	})
 	defer stop()
-	pool := &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: "tokens"}}
+	pool := &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: "tokens"},
+		Spec: v1alpha1.MachineConfigPoolSpec{BootstrapToken: &v1alpha1.BootstrapToken{}}}
 	if err := env.Client.Create(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +65,9 @@ func TestTokens(t *testing.T) {
 		if n := len(s.Data[v1alpha1.BootstrapTokenKey]); n != 43 {
 			return fmt.Errorf("token of %d characters, want 43 (256 bits, base64url)", n)
 		}
+		if _, ok := s.Data[v1alpha1.PreviousBootstrapTokenKey]; ok {
+			return errors.New("a first token with a previous one")
+		}
 		first = s
 		return nil
 	})
@@ -72,7 +77,7 @@ func TestTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	var second *corev1.Secret
-	testenv.Eventually(t, wait, "a new token after the rotate annotation", func() error {
+	testenv.Eventually(t, wait, "a new token after the rotate annotation, the first one working on for the default overlap", func() error {
 		s, err := token(ctx, "tokens")
 		if err != nil {
 			return err
@@ -83,6 +88,16 @@ func TestTokens(t *testing.T) {
 		if _, ok := s.Annotations[v1alpha1.RotateTokenAnnotation]; ok {
 			return errors.New("the new Secret carries the rotate annotation")
 		}
+		if got := string(s.Data[v1alpha1.PreviousBootstrapTokenKey]); got != string(first.Data[v1alpha1.BootstrapTokenKey]) {
+			return fmt.Errorf("previous token %q, want the first one", got)
+		}
+		exp, err := time.Parse(time.RFC3339, s.Annotations[v1alpha1.PreviousTokenExpiresAnnotation])
+		if err != nil {
+			return err
+		}
+		if d := exp.Sub(s.CreationTimestamp.Time); d < 59*time.Minute || d > 61*time.Minute {
+			return fmt.Errorf("the previous token expires %v after the rotation, want 1h", d)
+		}
 		second = s
 		return nil
 	})
@@ -90,7 +105,8 @@ func TestTokens(t *testing.T) {
 	if err := env.Client.Delete(ctx, second); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, "a new token after deleting it", func() error {
+	var third *corev1.Secret
+	testenv.Eventually(t, wait, "a new token after deleting it, with no previous one", func() error {
 		s, err := token(ctx, "tokens")
 		if err != nil {
 			return err
@@ -98,8 +114,116 @@ func TestTokens(t *testing.T) {
 		if s.UID == second.UID || string(s.Data[v1alpha1.BootstrapTokenKey]) == string(second.Data[v1alpha1.BootstrapTokenKey]) {
 			return errors.New("still the second token")
 		}
+		if _, ok := s.Data[v1alpha1.PreviousBootstrapTokenKey]; ok {
+			return errors.New("a deleted token lives on as the previous one")
+		}
+		third = s
 		return nil
 	})
+
+	pool.Spec.BootstrapToken = nil
+	if err := env.Client.Update(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, wait, "the token deleted once the pool takes no new nodes", func() error {
+		s, err := token(ctx, "tokens")
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("token Secret %s still there (uid %s, the third %s)", s.Name, s.UID, third.UID)
+	})
+}
+
+// TestTokensOptIn (issue 37 finding 9): a pool without
+// spec.bootstrapToken gets no token, and one left from before goes; a
+// Secret of the token's name that the controller did not make stays.
+func TestTokensOptIn(t *testing.T) {
+	ctx := context.Background()
+	r := &TokenReconciler{Client: env.Client, Namespace: "strata-config-server"}
+	for _, name := range []string{"no-joins", "left-over", "users-secret"} {
+		if err := env.Client.Create(ctx, &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, labels := range map[string]map[string]string{"left-over": {v1alpha1.BootstrapTokenLabel: "left-over"}, "users-secret": nil} {
+		if err := env.Client.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "strata-config-server", Name: v1alpha1.BootstrapTokenSecretName(name), Labels: labels},
+			Data:       map[string][]byte{v1alpha1.BootstrapTokenKey: []byte("from-before")},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]bool{"no-joins": false, "left-over": false, "users-secret": true} {
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: name}}); err != nil {
+			t.Fatalf("reconcile pool %s: %v", name, err)
+		}
+		_, err := token(ctx, name)
+		if client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+		if got := err == nil; got != want {
+			t.Errorf("pool %s without spec.bootstrapToken: a Secret %s is there: %v, want %v", name, v1alpha1.BootstrapTokenSecretName(name), got, want)
+		}
+	}
+}
+
+// TestTokenRotationPeriod (issue 37 finding 9): a token is replaced once
+// rotationPeriod old; the replaced one works on for the overlap, but
+// never past rotationPeriod + rotationOverlap from its own making.
+func TestTokenRotationPeriod(t *testing.T) {
+	ctx := context.Background()
+	var now time.Time
+	r := &TokenReconciler{Client: env.Client, Namespace: "strata-config-server", Now: func() time.Time { return now }}
+	pool := &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: "rotating"}, Spec: v1alpha1.MachineConfigPoolSpec{
+		BootstrapToken: &v1alpha1.BootstrapToken{RotationPeriod: &metav1.Duration{Duration: time.Hour}, RotationOverlap: &metav1.Duration{Duration: 10 * time.Minute}}}}
+	if err := env.Client.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	req := ctrl.Request{NamespacedName: client.ObjectKey{Name: pool.Name}}
+	now = time.Now()
+	res, err := r.Reconcile(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter < time.Hour || res.RequeueAfter > time.Hour+2*time.Second {
+		t.Errorf("after making the token: requeue after %v, want when it is due (1h)", res.RequeueAfter)
+	}
+	first, err := token(ctx, pool.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := first.CreationTimestamp.Time
+
+	now = made.Add(59 * time.Minute)
+	if res, err = r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := token(ctx, pool.Name); err != nil || s.UID != first.UID {
+		t.Fatalf("a token 59m old with a rotationPeriod of 1h: replaced (%v)", err)
+	}
+	if res.RequeueAfter < time.Minute || res.RequeueAfter > time.Minute+2*time.Second {
+		t.Errorf("a minute before the rotation: requeue after %v, want 1m", res.RequeueAfter)
+	}
+
+	// A controller late by a minute: the overlap would end at 71m, past
+	// the first token's own expiry (1h + 10m).
+	now = made.Add(61 * time.Minute)
+	if _, err = r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	second, err := token(ctx, pool.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.UID == first.UID || string(second.Data[v1alpha1.PreviousBootstrapTokenKey]) != string(first.Data[v1alpha1.BootstrapTokenKey]) {
+		t.Fatalf("at 61m: not rotated with the first token as the previous one")
+	}
+	if got, want := second.Annotations[v1alpha1.PreviousTokenExpiresAnnotation], made.Add(70*time.Minute).UTC().Format(time.RFC3339); got != want {
+		t.Errorf("the previous token expires at %s, want %s (made + rotationPeriod + rotationOverlap)", got, want)
+	}
 }
 
 // secret gets the CA (strata-system) or the serving certificate

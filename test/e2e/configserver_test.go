@@ -80,6 +80,8 @@ var _ = Describe("A new node", Ordered, func() {
 					MachineConfigSelector: &metav1.LabelSelector{MatchLabels: map[string]string{p: "true"}},
 					MaxUnavailable:        ptr.To(intstr.FromInt32(3)),
 					HealthCheckTimeout:    &metav1.Duration{Duration: 20 * time.Second},
+					// Takes new nodes: the controller keeps a token.
+					BootstrapToken: &v1alpha1.BootstrapToken{},
 				},
 			})).To(Succeed())
 		}

@@ -87,7 +87,8 @@ func TestJoinNode(t *testing.T) {
 	if err := env.Client.Create(ctx, rendered); err != nil {
 		t.Fatal(err)
 	}
-	pool := &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: "join", Annotations: map[string]string{v1alpha1.LayeredByAnnotation: "join"}}}
+	pool := &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: "join", Annotations: map[string]string{v1alpha1.LayeredByAnnotation: "join"}},
+		Spec: v1alpha1.MachineConfigPoolSpec{BootstrapToken: &v1alpha1.BootstrapToken{}}}
 	if err := env.Client.Create(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
