@@ -96,7 +96,7 @@ func (d *Daemon) perform(ctx context.Context, s *scope, o *observed, a action) (
 		if err = bootcheck.WriteExpect(bootcheck.Dir(d.StateDir), bootc.DigestOf(image), s.healthLimit); err != nil {
 			break
 		}
-		nu := &UpdateRecord{Key: key, Image: image, Config: config, Phase: PhaseRebooting, BootID: s.bootID, Skipped: s.skipped}
+		nu := &UpdateRecord{Key: key, Image: image, Config: config, Phase: PhaseRebooting, BootID: s.bootID, From: s.host.Status.Booted.Digest(), Skipped: s.skipped}
 		if dr := s.rec.Disruption; dr != nil && dr.Key == key && dr.Kind == disruption.SoftReboot && d.Soft != nil {
 			// The count before the soft reboot: it going up is how the
 			// daemon sees it happen, the boot id being kept.
@@ -550,8 +550,26 @@ func (d *Daemon) recordRollback(s *scope, u *UpdateRecord) error {
 	return nil
 }
 
-// rollback queues the rollback deployment, reporting why first.
+// rollback queues the rollback deployment, reporting why first. Where
+// the pool signs, only to the image the node ran before the update:
+// `bootc rollback` verifies nothing, so any other deployment (one a
+// person or another tool put there) would boot unverified; the update
+// fails instead, and the node stays on the image it was verified for.
 func (d *Daemon) rollback(ctx context.Context, s *scope, u *UpdateRecord) error {
+	if s.annotation(v1alpha1.ImageSignaturePolicyAnnotation) != "" && u.From != "" {
+		host, err := d.status(ctx, s)
+		if err != nil {
+			return err
+		}
+		if target := host.Status.Rollback; target.Digest() != u.From {
+			name := "none"
+			if target != nil {
+				name = target.PullSpec()
+			}
+			s.log.Info("Not rolling back to an image other than the one before the update", "rollback", name, "from", u.From)
+			return d.fail(s, u, "Rollback", clip(fmt.Sprintf("%s; not rolled back: the rollback deployment (%s) is not the image the node ran before the update (%s), and bootc rollback verifies no signature; the node stays on %s", u.Failure, name, u.From, u.Image)))
+		}
+	}
 	s.report(v1alpha1.ReasonAnnotation, rollbackReason(u))
 	if err := d.flush(ctx, s); err != nil {
 		return err

@@ -61,7 +61,9 @@
 //	verifying    any         healthy                               complete (Done, uncordon)
 //	verifying    Working     unhealthy, within the timeout         waitForHealth (waits)
 //	verifying    Working     unhealthy, past the timeout           recordRollback -> rollingBack
-//	rollingBack  Working     same boot id, rollback not issued     rollback (bootc rollback)
+//	rollingBack  Working     same boot id, rollback not issued     rollback (bootc rollback;
+//	                                                               where the pool signs,
+//	                                                               to the image before only)
 //	rollingBack  Working     same boot id, rollback issued/queued  reportRebooting, reboot
 //	rollingBack  Rebooting   another boot id                       failRolledBack -> failed
 //	failed       Degraded    same desired pair                     reportFailed (uncordon)
@@ -137,7 +139,11 @@
 // stage ahead for a pool that signs (the NotStagedAhead Event says so).
 // An image the policy refuses ahead is not staged (a StageAheadRefused
 // Event; not tried again by this daemon) and, at its turn, fails the
-// update: Degraded, refused by the signature policy.
+// update: Degraded, refused by the signature policy. `bootc rollback`
+// verifies nothing either: the daemon rolls back only to the image the
+// node booted when the update's reboot was asked for (recorded then);
+// a rollback deployment that is another one fails the update instead,
+// the node staying on the image it was verified for.
 //
 // A config change for the image the node runs takes no drain and no
 // reboot. A node is Done only when nothing is staged but the desired

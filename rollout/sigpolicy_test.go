@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -301,5 +302,74 @@ func TestStageAheadPossible(t *testing.T) {
 		if ok != tc.ok || !strings.Contains(why, tc.why) || (tc.ok && why != "") {
 			t.Errorf("%s: %v %q, want %v and a reason containing %q", tc.name, ok, why, tc.ok, tc.why)
 		}
+	}
+}
+
+// Issue 37 finding 3, the rollback path: where the pool signs, the
+// daemon rolls an unhealthy update back only to the image the node ran
+// before it. A rollback deployment put there since (here by hand: a
+// switch to an unsigned image, a reboot into it and a rollback from it)
+// would boot unverified: the update fails instead, without `bootc
+// rollback`. Before the fix the node booted the unsigned image. The
+// same update without the tampering rolls back to the image before it.
+func TestRollbackOnlyToThePreviousImage(t *testing.T) {
+	for _, tamper := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tampered=%v", tamper), func(t *testing.T) {
+			rg, base, imgs, sign, _, config := signedRig(t, "signed", "hand")
+			sign(imgs["signed"])
+			rg.desire(imgs["signed"], config)
+			rg.sync()
+			rg.applyDrain()
+			if !rg.sync().Rebooting {
+				t.Fatal("no reboot")
+			}
+			if err := rg.sim.sim.FailBoot(imgs["signed"]); err != nil {
+				t.Fatal(err)
+			}
+			rg.reboot()
+			rg.sync() // verifying, unhealthy, within the timeout
+			if tamper {
+				s := rg.sim.sim
+				if _, err := s.Switch(rg.ctx, imgs["hand"], bootcsim.SwitchOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Reboot(rg.ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Rollback(rg.ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Reboot(rg.ctx); err != nil {
+					t.Fatal(err)
+				}
+				rg.restart()
+				st, err := rg.sim.Status(rg.ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Status.Booted.Digest() != bootc.DigestOf(imgs["signed"]) || st.Status.Rollback.Digest() != bootc.DigestOf(imgs["hand"]) {
+					t.Fatalf("tampering: booted %s rollback %s", st.Status.Booted.Digest(), st.Status.Rollback.Digest())
+				}
+			}
+			rg.clock = rg.clock.Add(time.Hour)
+			rg.converge()
+			_, booted := rg.sim.entries()
+			reason := rg.ann(v1alpha1.ReasonAnnotation)
+			if rg.ann(v1alpha1.StateAnnotation) != v1alpha1.NodeStateDegraded {
+				t.Fatalf("state %q reason %q, want Degraded", rg.ann(v1alpha1.StateAnnotation), reason)
+			}
+			if !tamper {
+				if booted != bootc.DigestOf(base) || rg.sim.counts().rollbacks != 1 {
+					t.Fatalf("booted %s after %d rollbacks, want %s after one", booted, rg.sim.counts().rollbacks, bootc.DigestOf(base))
+				}
+				return
+			}
+			if booted != bootc.DigestOf(imgs["signed"]) || rg.sim.counts().rollbacks != 0 {
+				t.Fatalf("booted %s after %d rollbacks by the daemon, want %s and none", booted, rg.sim.counts().rollbacks, bootc.DigestOf(imgs["signed"]))
+			}
+			if !strings.Contains(reason, "not rolled back") || !strings.Contains(reason, bootc.DigestOf(imgs["hand"])) {
+				t.Fatalf("reason %q, want it to say why the node was not rolled back to %s", reason, imgs["hand"])
+			}
+		})
 	}
 }

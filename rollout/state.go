@@ -78,6 +78,10 @@ type UpdateRecord struct {
 	// BootID is the boot the last reboot was asked from; another boot id
 	// means the reboot happened.
 	BootID string `json:"bootID,omitempty"`
+	// From is the digest the node booted when the update's reboot was
+	// asked for: what a rollback must go back to ("" from a daemon
+	// before it was recorded).
+	From string `json:"from,omitempty"`
 	// Soft is set when the reboot is a soft one (the disruption
 	// decision), which keeps the boot id: SoftReboots, systemd's count
 	// before it, going up means it happened.
