@@ -156,4 +156,12 @@ const (
 	// The rollout controller takes such a node without counting it
 	// against maxUnavailable. Absent otherwise.
 	StagedLiveAnnotation = Prefix + "stagedLive"
+	// HoldAnnotation, written by an admin, keeps the rollout away from
+	// the node; its value is the reason (required: an empty value holds
+	// nothing). A held node is not sent a new target nor asked to stage
+	// ahead, and is listed with its reason in the pool's Updated
+	// condition; it does not count as failed, and the rest of the pool
+	// goes on. A node already sent its target when the hold is set
+	// finishes that update. Removing the annotation releases it.
+	HoldAnnotation = Prefix + "hold"
 )

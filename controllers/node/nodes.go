@@ -135,5 +135,6 @@ func planNode(n *corev1.Node, pools []string) plan.Node {
 		DesiredStage:  a[v1alpha1.DesiredStageAnnotation],
 		StagedImage:   a[v1alpha1.StagedImageAnnotation],
 		StagedLive:    a[v1alpha1.StagedLiveAnnotation],
+		Hold:          a[v1alpha1.HoldAnnotation],
 	}
 }

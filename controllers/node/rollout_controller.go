@@ -352,6 +352,10 @@ func planPool(pool *v1alpha1.MachineConfigPool, w windowState, target plan.Targe
 			p.Canary.SoakStartedAt = st.SoakStartedAt.Time
 		}
 	}
+	if t := pool.Spec.Topology; t != nil {
+		p.Topology = &plan.Topology{MaxUnavailable: t.MaxUnavailable, MinAvailable: t.MinAvailable,
+			Sequential: t.Order == v1alpha1.TopologySequential, Order: t.Groups}
+	}
 	return p
 }
 
@@ -385,6 +389,9 @@ func (r *Reconciler) poolNodes(ctx context.Context, pool *v1alpha1.MachineConfig
 		set.byName[n.Name] = n
 		pn := planNode(n, sels.poolsOf(n))
 		pn.InCanary = canary != nil && canary.Matches(labels.Set(n.Labels))
+		if t := pool.Spec.Topology; t != nil {
+			pn.Group = n.Labels[t.Key]
+		}
 		set.plan = append(set.plan, pn)
 	}
 	return set, nil

@@ -99,6 +99,12 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 			updated.Message += "; not taken, held by a gate: " + blockedNodes(s.gates, res.Blocked)
 		}
 	}
+	if len(res.Held) > 0 && !res.Updated {
+		updated.Message += "; not taken, held by an admin (" + v1alpha1.HoldAnnotation + "): " + heldNodes(res.Held)
+	}
+	if res.ActiveGroup != "" && !res.Updated {
+		updated.Message += fmt.Sprintf("; one group at a time, now %s=%s (%s)", pool.Spec.Topology.Key, res.ActiveGroup, groupProgress(res.Groups))
+	}
 	if res.StagedAheadCount > 0 && !res.Updated {
 		updated.Message += fmt.Sprintf("; %d nodes hold the image staged ahead", res.StagedAheadCount)
 	}
@@ -280,4 +286,27 @@ func listed(names []string) string {
 		return strings.Join(names[:maxListed], ", ") + fmt.Sprintf(" and %d more", len(names)-maxListed)
 	}
 	return strings.Join(names, ", ")
+}
+
+// heldNodes lists held nodes with their reasons, as "w2 (disk), w5 (rack)".
+func heldNodes(held []plan.NodeProblem) string {
+	parts := make([]string, 0, len(held))
+	for _, h := range held {
+		parts = append(parts, fmt.Sprintf("%s (%s)", h.Node, h.Reason))
+	}
+	return listed(parts)
+}
+
+// groupProgress says how far each topology group is, in the order a
+// sequential rollout takes them: "c 2/2, a 1/2, b 0/2".
+func groupProgress(groups []plan.GroupResult) string {
+	parts := make([]string, 0, len(groups))
+	for _, g := range groups {
+		name := g.Name
+		if name == "" {
+			name = "(no label)"
+		}
+		parts = append(parts, fmt.Sprintf("%s %d/%d", name, g.UpdatedCount, g.MachineCount))
+	}
+	return strings.Join(parts, ", ")
 }
