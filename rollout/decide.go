@@ -273,7 +273,7 @@ func decide(o *observed, rec *Record) action {
 	// is staged for the next boot.
 	if want == o.Booted {
 		switch {
-		case o.Staged != "" && o.Staged != want && !(o.StagedLocked && o.Staged == o.StageAhead):
+		case o.Staged != "" && o.Staged != want && !o.lockedAhead():
 			// Anything staged but the desired image or a locked stage
 			// ahead that is still asked for (one staged unverified where
 			// the pool signs is staged ahead again, verified, below:
@@ -353,10 +353,12 @@ func (r *Record) decided(key string) bool {
 }
 
 // stagedAhead says whether what is staged is the image asked for ahead,
-// locked.
-func (o *observed) stagedAhead() bool {
-	return o.StagedLocked && o.Staged == o.StageAhead && o.stagedUsable()
-}
+// locked and, where the pool signs, verified.
+func (o *observed) stagedAhead() bool { return o.lockedAhead() && o.stagedUsable() }
+
+// lockedAhead says whether what is staged is the image asked for
+// ahead, locked, verified or not.
+func (o *observed) lockedAhead() bool { return o.StagedLocked && o.Staged == o.StageAhead }
 
 // stagedUsable says whether the staged image may be booted as it is:
 // verified by bootc where the pool signs. At the node's turn a stage
