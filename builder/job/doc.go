@@ -107,9 +107,13 @@
 //
 // No container is privileged, may gain privileges (allowPrivilegeEscalation
 // false) or write its own file system (readOnlyRootFilesystem; buildah's
-// lock directory is moved to the scratch directory). Each drops every
-// capability but SETUID, SETGID and SETFCAP, and runs without a seccomp
-// profile (Unconfined). The pod gets no service account token, since it
+// lock directory is moved to the scratch directory). The pull and build
+// containers, which run buildah, drop every capability but SETUID, SETGID
+// and SETFCAP, and run without a seccomp profile (Unconfined). The push
+// container, the one that holds the push secret, runs skopeo alone (an
+// OCI layout to a registry: no namespace, no mount): it drops every
+// capability and runs under the runtime's default seccomp profile
+// (RuntimeDefault). The pod gets no service account token, since it
 // never talks to the API server.
 //
 // This was measured on the test cluster (Linux 6.18, cgroup v1, no
@@ -124,7 +128,7 @@
 //     every container fails under it ("Error during
 //     unshare(CLONE_NEWUSER): Operation not permitted").
 //   - Without a seccomp profile, SETUID, SETGID and SETFCAP are all the
-//     three containers need: buildah writes the user namespace's whole
+//     pull and build containers need: buildah writes the user namespace's whole
 //     uid_map and gid_map, 0 included, and without any one of them that
 //     write fails. Owners, modes, setuid bits, device nodes and file
 //     capabilities come out as with a privileged pod (the base's layers
@@ -133,8 +137,8 @@
 //     the build container CAP_SYS_ADMIN, MKNOD and the eleven capabilities
 //     buildah gives RUN steps (CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL,
 //     NET_BIND_SERVICE, SETFCAP, SETGID, SETPCAP, SETUID, SYS_CHROOT;
-//     without any of them a RUN step fails); the push container then
-//     needs CAP_SYS_ADMIN alone, the pull container CAP_SYS_ADMIN too.
+//     without any of them a RUN step fails); the pull container then
+//     needs CAP_SYS_ADMIN too.
 //     CAP_SYS_ADMIN in the host's user namespace
 //     lets a process that gets hold of it mount file systems, on a cgroup
 //     v1 host the way out of the container; the seccomp profile is the

@@ -323,7 +323,7 @@ func podJob(cfg Config, req Request, name string, labels map[string]string, base
 		lines = append(lines, fmt.Sprintf("%d %s", b.Line, b.Image))
 	}
 	pullEnv, pullMounts := registrySecret(req.BaseImagePullSecret, volBaseSecret, BaseSecretDir, "STRATA_BASE_AUTHFILE")
-	pull := container(ContainerPull, volScript, securityContext(),
+	pull := container(ContainerPull, volScript, buildahSecurityContext(),
 		slices.Concat(storage, []corev1.EnvVar{{Name: "STRATA_BASE_IMAGES", Value: strings.Join(lines, "\n")}}, pullEnv),
 		append([]corev1.VolumeMount{storageMount}, pullMounts...)...)
 	buildEnv := slices.Concat(storage, []corev1.EnvVar{
@@ -339,10 +339,10 @@ func podJob(cfg Config, req Request, name string, labels map[string]string, base
 		}
 		buildEnv = append(buildEnv, corev1.EnvVar{Name: "STRATA_ANNOTATIONS", Value: strings.Join(lines, "\n")})
 	}
-	build := container(ContainerBuild, volInputs, securityContext(), buildEnv,
+	build := container(ContainerBuild, volInputs, buildahSecurityContext(), buildEnv,
 		storageMount, corev1.VolumeMount{Name: volLayout, MountPath: LayoutDir})
 	pushEnv, pushMounts := registrySecret(req.PushSecret, volPushSecret, PushSecretDir, "STRATA_PUSH_AUTHFILE")
-	push := container(ContainerPush, volScript, securityContext(),
+	push := container(ContainerPush, volScript, pushSecurityContext(),
 		append([]corev1.EnvVar{layout, {Name: "STRATA_PUSH_SPEC", Value: req.PushSpec}}, pushEnv...),
 		append([]corev1.VolumeMount{{Name: volLayout, MountPath: LayoutDir, ReadOnly: true}}, pushMounts...)...)
 
@@ -369,16 +369,27 @@ func podJob(cfg Config, req Request, name string, labels map[string]string, base
 	}
 }
 
-// securityContext is each container's: all three need the same, see the
+// buildahSecurityContext is the pull and build containers': see the
 // package comment for how it was measured. No container is privileged or
 // may gain privileges, and each keeps its own file system read-only.
-func securityContext() *corev1.SecurityContext {
+func buildahSecurityContext() *corev1.SecurityContext {
 	// buildah, root without CAP_SYS_ADMIN, runs itself in a user
-	// namespace it makes, which the runtime's default profile refuses.
-	return jobkit.SecurityContext(containerCapabilities, corev1.SeccompProfileTypeUnconfined)
+	// namespace it makes, which the runtime's default profile refuses:
+	// "Error during unshare(CLONE_NEWUSER): Operation not permitted"
+	// (containerd's default allows unshare, mount and setns only with
+	// CAP_SYS_ADMIN).
+	return jobkit.SecurityContext(buildahCapabilities, corev1.SeccompProfileTypeUnconfined)
 }
 
-// containerCapabilities are all a build pod's container keeps: what
+// pushSecurityContext is the push container's, the one that holds the push
+// secret: it runs skopeo alone, from an OCI layout to a registry, which
+// needs no namespace, no mount and no capability, so it keeps the
+// runtime's default seccomp profile and drops every capability.
+func pushSecurityContext() *corev1.SecurityContext {
+	return jobkit.SecurityContext(nil, corev1.SeccompProfileTypeRuntimeDefault)
+}
+
+// buildahCapabilities are all the pull and build containers keep: what
 // buildah needs to map the whole ID range into the user namespace it makes
 // (uid_map and gid_map, 0 included).
-var containerCapabilities = []corev1.Capability{"SETUID", "SETGID", "SETFCAP"}
+var buildahCapabilities = []corev1.Capability{"SETUID", "SETGID", "SETFCAP"}

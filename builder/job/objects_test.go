@@ -463,7 +463,9 @@ func TestObjectsResources(t *testing.T) {
 // (see the package comment): no container is privileged or may gain
 // privileges or write its own file system, and none keeps a capability
 // but the three buildah needs to map IDs into its user namespace; in
-// particular none has CAP_SYS_ADMIN.
+// particular none has CAP_SYS_ADMIN. The push container, which runs no
+// buildah, keeps none and runs under the runtime's default seccomp
+// profile.
 func checkSecurityContexts(t *testing.T, ps corev1.PodSpec) {
 	t.Helper()
 	for _, c := range append(append([]corev1.Container(nil), ps.InitContainers...), ps.Containers...) {
@@ -483,6 +485,16 @@ func checkSecurityContexts(t *testing.T, ps corev1.PodSpec) {
 		}
 		if sc.ProcMount != nil && *sc.ProcMount != corev1.DefaultProcMount {
 			t.Errorf("%s unmasks /proc", c.Name)
+		}
+		if c.Name == ContainerPush {
+			// skopeo alone, holding the push secret: nothing to keep.
+			if want := (&corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}); !reflect.DeepEqual(sc.Capabilities, want) {
+				t.Errorf("%s capabilities %+v, want %+v", c.Name, sc.Capabilities, want)
+			}
+			if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("%s seccomp profile %+v, want RuntimeDefault: it runs no buildah", c.Name, sc.SeccompProfile)
+			}
+			continue
 		}
 		want := &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"SETUID", "SETGID", "SETFCAP"}}
 		if !reflect.DeepEqual(sc.Capabilities, want) {
