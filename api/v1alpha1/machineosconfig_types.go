@@ -165,7 +165,14 @@ type MachineOSConfigSpec struct {
 	// +kubebuilder:default=Automatic
 	ImageApproval ImageApproval `json:"imageApproval,omitempty"`
 
-	// signing signs the pool's images and makes its nodes verify them.
+	// signing signs the pool's images and makes its nodes verify them,
+	// with bootc's --enforce-container-sigpolicy, on every path by which
+	// an image reaches a node: the update's switch, a download ahead of
+	// it (stageAhead; a node whose bootc cannot verify a download-only
+	// switch does not stage ahead, and a NotStagedAhead Event says so),
+	// a new node's first boot, and a rollback, which goes only to the
+	// image the node ran before the update. An image that fails is not
+	// booted; the node reports Degraded, refused by the signature policy.
 	// +optional
 	Signing *ImageSigning `json:"signing,omitempty"`
 

@@ -10,7 +10,16 @@ type PEMPublicKey string
 
 // ImageSigning makes the controller sign the images it publishes and the
 // pool's nodes refuse any image of the push repository that is not
-// signed by a trusted key.
+// signed by a trusted key, on every path by which an image reaches a
+// node: the update's switch, a download ahead of it (the pool's
+// stageAhead; a node whose bootc cannot verify a download-only switch
+// does not stage ahead, and says so in a NotStagedAhead Event), a new
+// node's first boot, and a rollback, which goes only to the image the
+// node ran before the update. bootc verifies each
+// (--enforce-container-sigpolicy); a node whose bootc cannot switches to
+// none of the pool's images. The repository is matched as
+// containers/image normalises image names (docker.io/library/os for a
+// push spec of os or docker.io/os).
 type ImageSigning struct {
 	// keySecret names the Secret in strata-system that holds the sigstore
 	// private key: key cosign.key (the encrypted PEM private key) and key
@@ -25,7 +34,12 @@ type ImageSigning struct {
 	// publicKeys are the public keys the pool's nodes accept: an image of
 	// renderedImagePushSpec's repository boots only with a signature by
 	// one of them. The signing key's public key must be one of them. Two
-	// during a key rotation (see the README).
+	// during a key rotation (see the README). The nodes' policy.json is
+	// the base image's with the repository's requirement added: the
+	// base's default and its requirements for other repositories still
+	// apply to podman and CRI-O; for the push repository these keys
+	// replace whatever the base required. A base policy.json that cannot
+	// be parsed stops the node's switch with an error naming it.
 	// +required
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
@@ -66,7 +80,8 @@ const ImageSignaturePolicyAnnotation = Prefix + "imageSignaturePolicy"
 // NodeSignaturePolicy is the value of ImageSignaturePolicyAnnotation.
 type NodeSignaturePolicy struct {
 	// repository is the pool's push repository (registry/path): its images
-	// need a signature by one of publicKeys.
+	// need a signature by one of publicKeys. The node scopes it as
+	// containers/image normalises names (sigpolicy.Scope).
 	Repository string `json:"repository"`
 	// publicKeys are the trusted PEM public keys.
 	PublicKeys []string `json:"publicKeys"`
