@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -23,7 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -203,6 +207,78 @@ var _ = Describe("A new node", Ordered, func() {
 		Eventually(func() bool {
 			return apierrors.IsNotFound(c.Get(ctx, key, &corev1.Secret{}))
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeTrue(), "token Secret %s outlived its pool", key)
+	})
+	// Issue 37 finding 2, end to end: root on one node of the pool, with
+	// its daemon's token, reports the image of its choice as its own,
+	// Degraded, while the pool rolls out a new build: the rollout halts,
+	// and new nodes get what the controller released before (the first
+	// build), never the image the node reported.
+	It("gets the controller's release whatever a daemon's token reports", NodeTimeout(12*time.Minute), func(ctx SpecContext) {
+		p := &v1alpha1.MachineConfigPool{}
+		Expect(c.Get(ctx, client.ObjectKey{Name: joinPool}, p)).To(Succeed())
+		Expect(p.Status.NewNodes).NotTo(BeNil())
+		released := *p.Status.NewNodes
+		Expect(released.Image).To(Equal(image))
+
+		By("a second build of the pool, which the rollout starts to take nodes to")
+		mc := &v1alpha1.MachineConfig{}
+		Expect(c.Get(ctx, client.ObjectKey{Name: joinMC}, mc)).To(Succeed())
+		mc.Spec.Config = runtime.RawExtension{Raw: []byte(`{"ignition":{"version":"3.4.0"},"storage":{"files":[
+			{"path":"/etc/strata-join.conf","mode":420,"contents":{"source":"data:,joined%20again"}},
+			{"path":"/var/lib/strata-e2e/join","mode":384,"contents":{"source":"data:,joined"}}]}}`)}
+		Expect(c.Update(ctx, mc)).To(Succeed())
+		var attacker, second string
+		Eventually(func(g Gomega) {
+			var nodes corev1.NodeList
+			g.Expect(c.List(ctx, &nodes, client.MatchingLabels{joinPool: "true"})).To(Succeed())
+			for _, n := range nodes.Items {
+				if d := n.Annotations[v1alpha1.DesiredImageAnnotation]; d != "" && d != image {
+					attacker, second = n.Name, d
+					return
+				}
+			}
+			g.Expect(attacker).NotTo(BeEmpty(), "no node of the pool taken to a second build yet")
+		}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		fmt.Fprintf(GinkgoWriter, "node %s taken to the second build %s\n", attacker, second)
+
+		By("node " + attacker + "'s root, with its daemon's identity, reporting an image of its choice, Degraded")
+		// Its own daemon stopped, so that only the attacker writes the
+		// node's reports; the identity is the one the API server gives a
+		// token bound to a strata-daemon pod on that node.
+		Expect(sims.KillDaemon(attacker)).To(Succeed())
+		DeferCleanup(func() { Expect(sims.StartDaemon(attacker)).To(Succeed()) })
+		cfg := restConfig()
+		cfg.Impersonate = rest.ImpersonationConfig{
+			UserName: "system:serviceaccount:" + strataNS + ":strata-daemon",
+			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + strataNS, "system:authenticated"},
+			Extra:    map[string][]string{"authentication.kubernetes.io/node-name": {attacker}},
+		}
+		asDaemon, err := kubernetes.NewForConfig(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		chosen := registry + "/strata/e2e-chosen@sha256:" + strings.Repeat("e", 64)
+		body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+			v1alpha1.CurrentImageAnnotation:  chosen,
+			v1alpha1.CurrentConfigAnnotation: "rendered-e2e-chosen",
+			v1alpha1.StateAnnotation:         v1alpha1.NodeStateDegraded,
+			v1alpha1.ReasonAnnotation:        "rolled back",
+		}}})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = asDaemon.CoreV1().Nodes().Patch(ctx, attacker, types.MergePatchType, body, metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the daemon's identity may write its own node's reports")
+
+		By("the rollout halted, new nodes on the controller's earlier release")
+		Eventually(func(g Gomega) {
+			g.Expect(c.Get(ctx, client.ObjectKey{Name: joinPool}, p)).To(Succeed())
+			u := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.PoolUpdated)
+			g.Expect(u).NotTo(BeNil())
+			g.Expect(u.Reason).To(Equal(v1alpha1.ReasonRolloutHalted), "Updated: %s", u.Message)
+			g.Expect(p.Status.NewNodes).To(Equal(&released), "status.newNodes of the halted pool")
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		config, err := simnode.FetchIgnition(ctx, mustNodeConfig(ctx, server, joinPool))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(config)).To(ContainSubstring("--image="+released.Image), "the config server's first boot")
+		Expect(string(config)).NotTo(ContainSubstring(chosen))
+		Expect(string(config)).NotTo(ContainSubstring(second), "the halted rollout's image")
 	})
 })
 
