@@ -203,10 +203,16 @@ func signingConfig(version string) *v1alpha1.MachineConfig {
 // pool's current rendered config, to succeed and be signed (ImageSigned),
 // with an image other than not, and returns the image.
 func waitSignedImage(ctx context.Context, c client.Client, not string) string {
-	image := waitImageOf(ctx, c, signingPool, signingPool, not)
+	return waitSignedImageOf(ctx, c, signingPool, not)
+}
+
+// waitSignedImageOf is waitSignedImage for pool, whose MachineOSConfig
+// has the pool's name.
+func waitSignedImageOf(ctx context.Context, c client.Client, pool, not string) string {
+	image := waitImageOf(ctx, c, pool, pool, not)
 	Eventually(func(g Gomega) {
 		m := &v1alpha1.MachineOSConfig{}
-		g.Expect(c.Get(ctx, client.ObjectKey{Name: signingPool}, m)).To(Succeed())
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: pool}, m)).To(Succeed())
 		g.Expect(m.Status.MachineOSBuild).NotTo(BeNil())
 		b := &v1alpha1.MachineOSBuild{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Name: m.Status.MachineOSBuild.Name}, b)).To(Succeed())
