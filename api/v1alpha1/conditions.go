@@ -241,6 +241,18 @@ const (
 	// up on has none, but state=Degraded with the drain still asked for,
 	// which both sides still read as the same verdict.
 	DrainFailureAnnotation = Prefix + "drainFailure"
+	// DrainBlockedAnnotation, written by the drain controller in a pool
+	// whose undrainableNodeBehavior is Quarantine, records a drain
+	// request past the pool's drainTimeout that the controller keeps
+	// trying, and what blocks it: "<request>: <pods and budgets>" (the
+	// DrainFailure form). The node is cordoned and carries
+	// DrainBlockedLabel; the rollout planner counts it toward
+	// maxBlockedNodes. Both go when the drain is carried out, or the
+	// request changes.
+	DrainBlockedAnnotation = Prefix + "drainBlocked"
+	// DrainBlockedLabel ("true") marks a quarantined node, for selectors
+	// and alerts: kubectl get nodes -l machineconfiguration.strata.dev/drain-blocked.
+	DrainBlockedLabel = Prefix + "drain-blocked"
 	// DrainStartedAnnotation records when the controller first cordoned
 	// the node for the current drain request (RFC 3339, to the nanosecond), so that the
 	// drain timeout survives a restart of the controller.
@@ -310,6 +322,10 @@ const (
 	// ReasonHeldByGate: nodes are to be updated, but a gate holds them:
 	// the message names the gate and says why.
 	ReasonHeldByGate = "HeldByGate"
+	// ReasonDrainsBlocked: more nodes are quarantined with a blocked
+	// drain than the pool's maxBlockedNodes: no other node is taken until
+	// one is drained; the message names them and what blocks them.
+	ReasonDrainsBlocked = "DrainsBlocked"
 	// ReasonInvalidGate: a gate cannot be read (a regular expression or
 	// CEL expression that does not compile); no node is taken until it is
 	// fixed. The message names the field.

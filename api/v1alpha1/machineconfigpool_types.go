@@ -59,6 +59,28 @@ type MachineConfigPoolSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	MaxFailedNodes *int32 `json:"maxFailedNodes,omitempty"`
 
+	// undrainableNodeBehavior says what a drain past drainTimeout does.
+	// Fail (the default) fails the node's update: it is left cordoned and
+	// Degraded, and counts toward maxFailedNodes. Quarantine leaves the
+	// node cordoned, labelled machineconfiguration.strata.dev/drain-blocked
+	// and reported with the pods and budgets that block it
+	// (drainBlocked annotation), and the rollout goes on with other nodes:
+	// a quarantined node counts toward maxBlockedNodes, not maxFailedNodes
+	// nor maxUnavailable (its pods still run). The drain is retried every
+	// 30 s and the node's update continues as soon as the budgets allow.
+	// +optional
+	// +kubebuilder:default=Fail
+	// +kubebuilder:validation:Enum=Fail;Quarantine
+	UndrainableNodeBehavior string `json:"undrainableNodeBehavior,omitempty"`
+
+	// maxBlockedNodes is how many quarantined nodes (undrainableNodeBehavior
+	// Quarantine) the rollout goes on beside; with more, no further node
+	// is taken until one is drained. Defaults to 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	MaxBlockedNodes *int32 `json:"maxBlockedNodes,omitempty"`
+
 	// maintenanceWindows are the times at which the rollout may start
 	// updating a node of the pool. Outside every window no node is sent a
 	// new configuration or image; a node already updating finishes. An
@@ -176,6 +198,12 @@ type RolloutTopology struct {
 	// +kubebuilder:validation:items:MaxLength=63
 	Groups []string `json:"groups,omitempty"`
 }
+
+// UndrainableNodeBehavior values.
+const (
+	UndrainableFail       = "Fail"
+	UndrainableQuarantine = "Quarantine"
+)
 
 // TopologyOrder values.
 const (

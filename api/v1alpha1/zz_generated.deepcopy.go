@@ -702,6 +702,11 @@ func (in *MachineConfigPoolSpec) DeepCopyInto(out *MachineConfigPoolSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MaxBlockedNodes != nil {
+		in, out := &in.MaxBlockedNodes, &out.MaxBlockedNodes
+		*out = new(int32)
+		**out = **in
+	}
 	if in.MaintenanceWindows != nil {
 		in, out := &in.MaintenanceWindows, &out.MaintenanceWindows
 		*out = make([]MaintenanceWindow, len(*in))

@@ -48,6 +48,9 @@ type DrainReconciler struct {
 	Recorder events.EventRecorder
 	// Attempt bounds one drain attempt; zero means DefaultDrainAttempt.
 	Attempt time.Duration
+	// QuarantineRetry is how often the drain of a quarantined node is
+	// tried again; zero means DefaultQuarantineRetry.
+	QuarantineRetry time.Duration
 }
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
@@ -204,10 +207,11 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		logger.Info("Drain finished", "elapsed", time.Since(started).Round(time.Millisecond).String())
 		return ctrl.Result{}, nil
 	}
-	timeout, err := r.drainTimeout(ctx, node)
+	pool, err := r.poolOf(ctx, node)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	timeout := drainTimeoutOf(pool)
 	if time.Since(started) < timeout {
 		// Blocked by a budget or pods still terminating: try again.
 		logger.V(1).Info("Drain blocked; trying again", "elapsed", time.Since(started).Round(time.Second).String(),
@@ -217,6 +221,9 @@ func (r *DrainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	why := r.blockers(ctx, node.Name)
 	if why == "" {
 		why = drainErr.Error()
+	}
+	if pool != nil && pool.Spec.UndrainableNodeBehavior == v1alpha1.UndrainableQuarantine {
+		return ctrl.Result{RequeueAfter: r.quarantineRetry()}, r.quarantine(ctx, node, want, timeout, why)
 	}
 	reason := fmt.Sprintf("Drain timed out after %s (drainTimeout); the node is left cordoned: %s", timeout, why)
 	r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, "DrainFailed", "Drain", "%s", reason)
@@ -295,7 +302,8 @@ func (r *DrainReconciler) helper(ctx context.Context) *drain.Helper {
 // comes with the cordon, so no crash leaves one without the other, and
 // a drain costs one write before its evictions, not three. The same
 // patch removes the verdict on an earlier request (drainFailure), which
-// the daemon ignores already, so that no stale one is left to read. A node
+// the daemon ignores already, so that no stale one is left to read (a
+// quarantine of an earlier request goes when the next one is carried out). A node
 // already cordoned without a record was cordoned by someone else: it is
 // drained but not claimed, and stays cordoned after the update. A record
 // from an earlier update of Strata's own cordon moves to this one.
@@ -360,7 +368,7 @@ func (r *DrainReconciler) forgetCordon(ctx context.Context, node *corev1.Node) e
 // the node's latest. Either way the drain start is forgotten, so that a
 // person who removes drainFailure gets a whole new drainTimeout.
 func (r *DrainReconciler) acknowledge(ctx context.Context, node *corev1.Node, request string, failure *string, uncordoned bool) error {
-	ann := map[string]any{v1alpha1.DrainStartedAnnotation: nil, v1alpha1.DrainFailureAnnotation: nil}
+	ann := map[string]any{v1alpha1.DrainStartedAnnotation: nil, v1alpha1.DrainFailureAnnotation: nil, v1alpha1.DrainBlockedAnnotation: nil}
 	if failure == nil {
 		ann[v1alpha1.LastAppliedDrainAnnotation] = request
 	} else {
@@ -369,7 +377,12 @@ func (r *DrainReconciler) acknowledge(ctx context.Context, node *corev1.Node, re
 	if uncordoned {
 		ann[v1alpha1.CordonedForAnnotation] = nil
 	}
-	raw, err := jsonPatch(ann)
+	meta := map[string]any{"annotations": ann}
+	if _, ok := node.Labels[v1alpha1.DrainBlockedLabel]; ok {
+		// The quarantine ends with the request it was for.
+		meta["labels"] = map[string]any{v1alpha1.DrainBlockedLabel: nil}
+	}
+	raw, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {
 		return err
 	}
@@ -379,23 +392,70 @@ func (r *DrainReconciler) acknowledge(ctx context.Context, node *corev1.Node, re
 	return nil
 }
 
-// drainTimeout is the node's pool's drainTimeout.
-func (r *DrainReconciler) drainTimeout(ctx context.Context, node *corev1.Node) (time.Duration, error) {
-	pool := &v1alpha1.MachineConfigPool{}
+// poolOf is the node's pool (the pool annotation the rollout controller
+// writes); nil when it has none or the pool is gone.
+func (r *DrainReconciler) poolOf(ctx context.Context, node *corev1.Node) (*v1alpha1.MachineConfigPool, error) {
 	name := node.Annotations[v1alpha1.NodePoolAnnotation]
 	if name == "" {
-		return DefaultDrainTimeout, nil
+		return nil, nil
 	}
+	pool := &v1alpha1.MachineConfigPool{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, pool); err != nil {
 		if apierrors.IsNotFound(err) {
-			return DefaultDrainTimeout, nil
+			return nil, nil
 		}
-		return 0, fmt.Errorf("get pool %s of node %s: %w", name, node.Name, err)
+		return nil, fmt.Errorf("get pool %s of node %s: %w", name, node.Name, err)
 	}
-	if pool.Spec.DrainTimeout != nil {
-		return pool.Spec.DrainTimeout.Duration, nil
+	return pool, nil
+}
+
+// drainTimeoutOf is pool's drainTimeout (nil: the default).
+func drainTimeoutOf(pool *v1alpha1.MachineConfigPool) time.Duration {
+	if pool != nil && pool.Spec.DrainTimeout != nil {
+		return pool.Spec.DrainTimeout.Duration
 	}
-	return DefaultDrainTimeout, nil
+	return DefaultDrainTimeout
+}
+
+// DefaultQuarantineRetry is how often the drain of a quarantined node is
+// tried again: often enough that a budget that allows again is used
+// within the minute, seldom enough that a blocked node costs few API
+// calls.
+const DefaultQuarantineRetry = 30 * time.Second
+
+func (r *DrainReconciler) quarantineRetry() time.Duration {
+	if r.QuarantineRetry > 0 {
+		return r.QuarantineRetry
+	}
+	return DefaultQuarantineRetry
+}
+
+// quarantine records that drain request is past its timeout and keeps
+// being tried (undrainableNodeBehavior Quarantine): the drainBlocked
+// annotation with what blocks it, and the drain-blocked label. The node
+// stays cordoned, its daemon waits, and the rollout goes on with other
+// nodes. Written, with an Event, only when it changes.
+func (r *DrainReconciler) quarantine(ctx context.Context, node *corev1.Node, request string, timeout time.Duration, why string) error {
+	reason := status.Truncate(fmt.Sprintf("Drain blocked past drainTimeout %s; the node is quarantined and the drain tried every %s: %s",
+		timeout, r.quarantineRetry(), why), 4096)
+	value := v1alpha1.DrainFailure(request, reason)
+	if node.Annotations[v1alpha1.DrainBlockedAnnotation] == value && node.Labels[v1alpha1.DrainBlockedLabel] == "true" {
+		return nil
+	}
+	raw, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"annotations": map[string]any{v1alpha1.DrainBlockedAnnotation: value},
+		"labels":      map[string]any{v1alpha1.DrainBlockedLabel: "true"},
+	}})
+	if err != nil {
+		return err
+	}
+	if _, err := r.Kube.CoreV1().Nodes().Patch(ctx, node.Name, "application/merge-patch+json", raw, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("quarantine node %s: %w", node.Name, err)
+	}
+	r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, "DrainBlocked", "Drain", "%s", reason)
+	log.FromContext(ctx).Info("Drain blocked past its timeout; the node is quarantined and the drain tried again",
+		"drainTimeout", timeout.String(), "blockers", why)
+	return nil
 }
 
 // blockers says which pods are still on the node and, for each, the

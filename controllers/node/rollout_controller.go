@@ -337,6 +337,10 @@ func planPool(pool *v1alpha1.MachineConfigPool, w windowState, target plan.Targe
 	if pool.Spec.MaxFailedNodes != nil {
 		p.MaxFailedNodes = *pool.Spec.MaxFailedNodes
 	}
+	p.MaxBlockedNodes = 1
+	if pool.Spec.MaxBlockedNodes != nil {
+		p.MaxBlockedNodes = int(max(*pool.Spec.MaxBlockedNodes, 0))
+	}
 	if pool.Spec.StageAhead != nil {
 		p.StageAhead = int(max(*pool.Spec.StageAhead, 0))
 	}

@@ -64,6 +64,10 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonRolloutHalted
 		updated.Message = fmt.Sprintf("The rollout of %s is halted: %d nodes failed during the canary or its soak, where one failure halts; %d of %d nodes updated",
 			what, failedOnTarget(res), res.UpdatedCount, res.MachineCount)
+	case res.QuarantineFull && !res.Halted:
+		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonDrainsBlocked
+		updated.Message = fmt.Sprintf("No other node is taken while %d nodes are quarantined with a blocked drain (maxBlockedNodes %d); %d of %d nodes run %s",
+			len(res.Quarantined), planPool(pool, s.window, s.target.Target, time.Time{}).MaxBlockedNodes, res.UpdatedCount, res.MachineCount, what)
 	case res.Halted:
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonRolloutHalted
 		updated.Message = fmt.Sprintf("The rollout of %s is halted: %d nodes failed (maxFailedNodes %d); %d of %d nodes updated",
@@ -98,6 +102,9 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		if len(res.Blocked) > 0 {
 			updated.Message += "; not taken, held by a gate: " + blockedNodes(s.gates, res.Blocked)
 		}
+	}
+	if len(res.Quarantined) > 0 {
+		updated.Message += "; quarantined, drain blocked (tried again and again): " + heldNodes(res.Quarantined)
 	}
 	if len(res.Held) > 0 && !res.Updated {
 		updated.Message += "; not taken, held by an admin (" + v1alpha1.HoldAnnotation + "): " + heldNodes(res.Held)
@@ -288,11 +295,12 @@ func listed(names []string) string {
 	return strings.Join(names, ", ")
 }
 
-// heldNodes lists held nodes with their reasons, as "w2 (disk), w5 (rack)".
+// heldNodes lists nodes with their reasons, as "w2 (disk), w5 (rack)".
 func heldNodes(held []plan.NodeProblem) string {
 	parts := make([]string, 0, len(held))
 	for _, h := range held {
-		parts = append(parts, fmt.Sprintf("%s (%s)", h.Node, h.Reason))
+		// An admin's hold or a drain's blockers: bounded, a list of them fits.
+		parts = append(parts, fmt.Sprintf("%s (%s)", h.Node, status.Truncate(h.Reason, 300)))
 	}
 	return listed(parts)
 }

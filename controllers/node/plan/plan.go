@@ -16,6 +16,9 @@ type Pool struct {
 	Paused         bool
 	MaxUnavailable *intstr.IntOrString // nil means 1
 	MaxFailedNodes int32               // below 1 means 1
+	// MaxBlockedNodes is how many quarantined nodes (Node.DrainBlocked)
+	// the rollout goes on beside; with more, no node is taken.
+	MaxBlockedNodes int
 	// OutsideWindow: no maintenance window of the pool is open (or one
 	// cannot be read). No node is taken; nodes already sent their desired
 	// pair finish, and the pool stays Updating while they do.
@@ -83,6 +86,13 @@ type Node struct {
 	// Group is the value of the pool's topology label on the node, ""
 	// without one (read only with a Topology).
 	Group string
+	// DrainBlocked: the node's drain is past its timeout and quarantined
+	// (the drainBlocked annotation names its current request), with
+	// DrainBlockedReason. It is cordoned but its pods still run: it
+	// counts toward Pool.MaxBlockedNodes, not toward maxUnavailable or a
+	// group's budget, nor as failed.
+	DrainBlocked       bool
+	DrainBlockedReason string
 	// Hold is the reason an admin gave for keeping the rollout away from
 	// this node (the hold annotation); "" is none. A held node is not
 	// sent a new target nor asked to stage ahead, and does not count as
@@ -145,6 +155,14 @@ type Result struct {
 	// Blocked lists the nodes that would have been taken but for a gate
 	// on the node (Node.Blocked), by name.
 	Blocked []string
+	// Quarantined lists the nodes whose drain is blocked past its timeout
+	// (Node.DrainBlocked), by name, with what blocks it; QuarantinedCount
+	// is how many of them are unavailable (all, normally), which the
+	// capacity does not count. QuarantineFull: more than
+	// Pool.MaxBlockedNodes, so no node is taken.
+	Quarantined      []NodeProblem
+	QuarantinedCount int32
+	QuarantineFull   bool
 	// Held lists the nodes still to be sent the target that an admin
 	// holds (Node.Hold), by name, with the hold's reason.
 	Held []NodeProblem
@@ -211,6 +229,12 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 		if unavail {
 			r.UnavailableCount++
 		}
+		if n.DrainBlocked {
+			r.Quarantined = append(r.Quarantined, NodeProblem{Node: n.Name, Reason: n.DrainBlockedReason})
+			if unavail {
+				r.QuarantinedCount++
+			}
+		}
 		if n.State == v1alpha1.NodeStateDegraded {
 			r.DegradedCount++
 			r.Degraded = append(r.Degraded, NodeProblem{Node: n.Name, Reason: n.Reason})
@@ -271,6 +295,7 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 	}
 
 	r.MaxUnavailable = maxUnavailable(pool.MaxUnavailable, int(r.MachineCount))
+	r.QuarantineFull = len(r.Quarantined) > pool.MaxBlockedNodes
 	r.Halted = measured && r.FailedCount >= max(pool.MaxFailedNodes, 1)
 
 	// The canary decides which candidates may be taken now (eligible)
@@ -298,8 +323,10 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 		}
 	}
 
-	if !pool.Paused && !pool.OutsideWindow && !pool.Held && target.Waiting == "" && measured && !r.Halted && len(eligible) > 0 {
-		capacity := r.MaxUnavailable - int(r.UnavailableCount)
+	if !pool.Paused && !pool.OutsideWindow && !pool.Held && target.Waiting == "" && measured && !r.Halted && !r.QuarantineFull && len(eligible) > 0 {
+		// A quarantined node is cordoned but runs its pods: it does not
+		// use up maxUnavailable (QuarantineFull bounds how many there are).
+		capacity := r.MaxUnavailable - int(r.UnavailableCount-r.QuarantinedCount)
 		r.Actions, r.Blocked = take(eligible, capacity, capacity+pool.StageAhead, target.Config, budget)
 	}
 	if pool.StageAhead > 0 && !pool.Paused && target.Waiting == "" && measured && !r.Halted {
@@ -314,6 +341,7 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 	slices.Sort(r.WaitingForDaemon)
 	slices.SortFunc(r.Degraded, func(a, b NodeProblem) int { return cmp.Compare(a.Node, b.Node) })
 	slices.SortFunc(r.Held, func(a, b NodeProblem) int { return cmp.Compare(a.Node, b.Node) })
+	slices.SortFunc(r.Quarantined, func(a, b NodeProblem) int { return cmp.Compare(a.Node, b.Node) })
 	return r
 }
 

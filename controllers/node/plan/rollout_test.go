@@ -99,7 +99,8 @@ func (s *sim) short(v string) string {
 // check (the daemon rolls back, so current stays). Only the config
 // changed: Working → Done, no reboot.
 func (s *sim) step(n *simNode) {
-	if !n.Ready {
+	if !n.Ready || n.DrainBlocked {
+		// A quarantined node's daemon waits for its drain.
 		return
 	}
 	desired := [2]string{n.DesiredConfig, n.DesiredImage}
@@ -180,6 +181,16 @@ func (s *sim) record(tick int, r Result) {
 			fmt.Fprintf(&s.out, " active %s", groupName(r.ActiveGroup))
 		}
 	}
+	if len(r.Quarantined) > 0 {
+		var q []string
+		for _, h := range r.Quarantined {
+			q = append(q, h.Node)
+		}
+		fmt.Fprintf(&s.out, " quarantined [%s]", strings.Join(q, " "))
+		if r.QuarantineFull {
+			s.out.WriteString(" (over maxBlockedNodes)")
+		}
+	}
 	if len(r.Held) > 0 {
 		var held []string
 		for _, h := range r.Held {
@@ -206,6 +217,9 @@ func (s *sim) record(tick int, r Result) {
 		}
 		if n.Hold != "" {
 			fmt.Fprintf(&s.out, " hold %q", n.Hold)
+		}
+		if n.DrainBlocked {
+			s.out.WriteString(" drain-blocked")
 		}
 		if n.DesiredStage != "" {
 			fmt.Fprintf(&s.out, " stage %s", s.short(n.DesiredStage))
@@ -280,9 +294,10 @@ func (s *sim) run() {
 		r := s.plan(tick)
 		s.apply(r)
 		after := s.plan(tick)
-		if limit := max(int32(r.MaxUnavailable), r.UnavailableCount); after.UnavailableCount > limit {
+		// Quarantined nodes run their pods: they are not counted.
+		if limit := max(int32(r.MaxUnavailable), r.UnavailableCount-r.QuarantinedCount); after.UnavailableCount-after.QuarantinedCount > limit {
 			s.t.Errorf("tick %d: %d nodes unavailable after the actions, more than max(maxUnavailable %d, %d unavailable before)",
-				tick, after.UnavailableCount, r.MaxUnavailable, r.UnavailableCount)
+				tick, after.UnavailableCount-after.QuarantinedCount, r.MaxUnavailable, r.UnavailableCount-r.QuarantinedCount)
 		}
 		s.checkGroups(tick, r, after)
 		if len(after.Actions) > 0 {
@@ -362,6 +377,20 @@ func inZones(nodes []Node, zones ...string) []Node {
 		nodes[i].Group = zones[i]
 	}
 	return nodes
+}
+
+func setDrainBlocked(name string, blocked bool) event {
+	say := name + "'s drain passes"
+	if blocked {
+		say = name + "'s drain is blocked past drainTimeout: quarantined"
+	}
+	return event{say: say, do: func(s *sim) {
+		n := s.node(name)
+		n.DrainBlocked, n.DrainBlockedReason = blocked, ""
+		if blocked {
+			n.DrainBlockedReason = "pod app/db-0 (PodDisruptionBudget app/db)"
+		}
+	}}
 }
 
 func setHold(name, reason string) event {
@@ -609,6 +638,21 @@ func TestRolloutGolden(t *testing.T) {
 			}(),
 			events: map[int][]event{
 				8: {setHold("w2", "")},
+			},
+		},
+		{
+			name: "drain-blocked-quarantine",
+			about: "5 nodes, maxUnavailable 1, undrainableNodeBehavior Quarantine, maxBlockedNodes 1.\n" +
+				"# w1's drain is blocked: it is quarantined and w2 goes on. w2's is blocked too: two\n" +
+				"# are over maxBlockedNodes, and nothing more is taken until w1's drain passes.",
+			pool:   Pool{Name: "worker", MaxBlockedNodes: 1},
+			target: tB,
+			nodes:  workers(5),
+			events: map[int][]event{
+				2:  {setDrainBlocked("w1", true)},
+				4:  {setDrainBlocked("w2", true)},
+				8:  {setDrainBlocked("w1", false)},
+				12: {setDrainBlocked("w2", false)},
 			},
 		},
 		{

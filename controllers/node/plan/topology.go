@@ -57,7 +57,9 @@ func groups(t *Topology, nodes []*Node, updated map[string]bool) ([]GroupResult,
 			byName[n.Group] = g
 		}
 		g.MachineCount++
-		if unavailable(n) {
+		// A quarantined node runs its pods: it does not use up its
+		// group's budget either.
+		if unavailable(n) && !n.DrainBlocked {
 			g.UnavailableCount++
 		}
 		if updated[n.Name] {
