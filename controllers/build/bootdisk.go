@@ -17,7 +17,6 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/diskjob"
 	"github.com/strata-dev/strata/builder/job"
-	"github.com/strata-dev/strata/internal/diskartifact"
 	"github.com/strata-dev/strata/internal/metrics"
 	"github.com/strata-dev/strata/internal/registry"
 	"github.com/strata-dev/strata/internal/status"
@@ -137,7 +136,7 @@ func (r *Reconciler) bootDisk(ctx context.Context, s *scope) error {
 	}
 	switch st.Phase {
 	case job.PhaseSucceeded:
-		d, _, err := diskartifact.Describe(ctx, r.Registry, st.Report.Artifact, s.pushKC)
+		d, err := diskjob.Published(ctx, r.Registry, st.Report.Artifact, s.pushKC)
 		switch {
 		case err != nil && (registry.IsNotFound(err) || registry.IsUnauthorized(err)):
 			r.failBootDisk(s, &v1alpha1.BuildFailure{Step: v1alpha1.BuildStepPush,

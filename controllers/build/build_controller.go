@@ -2,8 +2,6 @@ package build
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -29,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/buildinputs"
 	"github.com/strata-dev/strata/internal/history"
 	"github.com/strata-dev/strata/internal/registry"
 	"github.com/strata-dev/strata/internal/retry"
@@ -334,8 +333,8 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 	if err != nil || in == nil {
 		return err
 	}
-	name := buildName(s.mosc, in.hash)
-	log.FromContext(ctx).V(1).Info("Inputs", "build", name, "renderedConfig", in.rendered.Name, "base", in.base, "inputsHash", in.hash)
+	name := buildinputs.BuildName(s.mosc, in.Hash)
+	log.FromContext(ctx).V(1).Info("Inputs", "build", name, "renderedConfig", in.Rendered.Name, "base", in.Base, "inputsHash", in.Hash)
 
 	if _, ok := s.mosc.Annotations[v1alpha1.RebuildAnnotation]; ok {
 		if err := r.rebuild(ctx, s, name); err != nil {
@@ -387,8 +386,8 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 	if meta.FindStatusCondition(s.build.Status.Conditions, v1alpha1.BuildPrepared) == nil {
 		// Made by a reconcile that stopped (a crash, a restart) before
 		// it wrote the build's first status: write it now.
-		s.build.Status.BaseImagePullSpec = in.base
-		setBuildConditions(s.build, statePrepared, "Rendered "+in.rendered.Name+" on "+in.base)
+		s.build.Status.BaseImagePullSpec = in.Base
+		setBuildConditions(s.build, statePrepared, "Rendered "+in.Rendered.Name+" on "+in.Base)
 	}
 	if isTrue(s.build, v1alpha1.BuildInterrupted) {
 		// The inputs it was interrupted for are current again (a change
@@ -441,41 +440,6 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 	return r.collectGarbage(ctx, s)
 }
 
-// buildName is <machineosconfig>-<16 hex digits of the input hash>.
-func buildName(mosc *v1alpha1.MachineOSConfig, hash string) string {
-	return mosc.Name + "-" + hash[:16]
-}
-
-// inputsHash covers what the image is made of and where it goes: the
-// rendered content, the base image digest and the Containerfile content
-// (all in the renderer's input hash), the strategy, the push repository
-// and the builder image. Secrets and the base image's name are left out:
-// new credentials, or a tag that resolves to the same digest, build
-// nothing new.
-func inputsHash(renderHash string, spec *v1alpha1.MachineOSConfigSpec, builderImage string) string {
-	h := sha256.New()
-	strategy := spec.ImageBuilder.Strategy
-	if strategy == "" {
-		strategy = v1alpha1.ConfigLayerStrategy
-	}
-	for _, part := range []string{renderHash, string(spec.ImageBuilder.ImageBuilderType), string(strategy), spec.RenderedImagePushSpec, builderImage} {
-		fmt.Fprintf(h, "%d:", len(part))
-		h.Write([]byte(part))
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// pushSpecFor is where a build pushes: the MachineOSConfig's repository,
-// tagged with the build's name, so that each build's image can be found
-// and deleted with it. Nodes never use the tag: they pull the digest.
-func pushSpecFor(mosc *v1alpha1.MachineOSConfig, build string) string {
-	tag := build
-	if len(tag) > 128 {
-		tag = tag[len(tag)-16:]
-	}
-	return repository(mosc.Spec.RenderedImagePushSpec) + ":" + tag
-}
-
 // createBuild makes the build of the current inputs, Prepared; its status
 // is written with the rest of the reconcile's.
 func (r *Reconciler) createBuild(ctx context.Context, s *scope, name string, in *inputs) error {
@@ -489,9 +453,9 @@ func (r *Reconciler) createBuild(ctx context.Context, s *scope, name string, in 
 			Annotations: map[string]string{v1alpha1.CreatedAnnotation: history.Stamp()},
 		},
 		Spec: v1alpha1.MachineOSBuildSpec{
-			MachineConfig:         v1alpha1.LocalObjectReference{Name: in.rendered.Name},
+			MachineConfig:         v1alpha1.LocalObjectReference{Name: in.Rendered.Name},
 			MachineOSConfig:       v1alpha1.LocalObjectReference{Name: s.mosc.Name},
-			RenderedImagePushSpec: pushSpecFor(s.mosc, name),
+			RenderedImagePushSpec: buildinputs.PushSpec(s.mosc, name),
 		},
 	}
 	if err := controllerutil.SetControllerReference(s.mosc, b, r.Client.Scheme()); err != nil {
@@ -500,13 +464,13 @@ func (r *Reconciler) createBuild(ctx context.Context, s *scope, name string, in 
 	if err := r.Client.Create(ctx, b); err != nil {
 		return fmt.Errorf("create MachineOSBuild %s: %w", name, err)
 	}
-	log.FromContext(ctx).Info("Created build", "build", name, "renderedConfig", in.rendered.Name, "base", in.base, "inputsHash", in.hash)
+	log.FromContext(ctx).Info("Created build", "build", name, "renderedConfig", in.Rendered.Name, "base", in.Base, "inputsHash", in.Hash)
 	s.setBuild(b)
-	b.Status.BaseImagePullSpec = in.base
-	setBuildConditions(b, statePrepared, "Rendered "+in.rendered.Name+" on "+in.base)
+	b.Status.BaseImagePullSpec = in.Base
+	setBuildConditions(b, statePrepared, "Rendered "+in.Rendered.Name+" on "+in.Base)
 	s.afterWrite(func() {
 		r.Recorder.Eventf(b, s.mosc, corev1.EventTypeNormal, v1alpha1.BuildPrepared, "Prepare",
-			"Prepared build of %s on base %s", in.rendered.Name, in.base)
+			"Prepared build of %s on base %s", in.Rendered.Name, in.Base)
 	})
 	return nil
 }

@@ -14,24 +14,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/internal/buildinputs"
 	"github.com/strata-dev/strata/internal/layering"
 	"github.com/strata-dev/strata/internal/registry"
-	"github.com/strata-dev/strata/machineconfig"
 )
 
 // inputs is everything a build is made from.
-type inputs struct {
-	rendered *v1alpha1.MachineConfig
-	// spec is what the image is made of: the rendered spec, plus the
-	// signature policy of a signing MachineOSConfig (withSignaturePolicy).
-	spec *v1alpha1.MachineConfigSpec
-	// signingKey is the signing key's fingerprint, for the provenance.
-	signingKey string
-	base       string // registry/repository@sha256:...
-	result     *containerfile.Result
-	hash       string
-}
+type inputs = buildinputs.Inputs
 
 // gatherInputs reads and checks everything the build depends on. Bad
 // input sets s.problem (a condition naming the object and field) and
@@ -115,35 +104,24 @@ func (r *Reconciler) gatherInputs(ctx context.Context, s *scope) (*inputs, error
 		return nil, nil
 	}
 
-	spec, err := withSignaturePolicy(&rendered.Spec, mosc)
-	if err != nil {
-		s.problem = &problem{v1alpha1.ReasonInvalidInput, fmt.Sprintf("MachineOSConfig %s: %v", mosc.Name, err)}
-		return nil, nil
-	}
-	result, err := containerfile.Render(containerfile.Input{
-		ConfigName:     rendered.Name,
-		Pool:           pool.Name,
-		Spec:           spec,
-		BaseImage:      base,
-		Arch:           r.Config.Arch,
-		Containerfiles: mosc.Spec.ContainerFile,
+	in, err := buildinputs.Compute(buildinputs.Sources{
+		MOSC:         mosc,
+		Pool:         pool.Name,
+		Rendered:     rendered,
+		Base:         base,
+		Arch:         r.Config.Arch,
+		BuilderImage: r.Config.BuilderImage,
 	})
 	if err != nil {
-		s.problem = &problem{v1alpha1.ReasonInvalidInput, fmt.Sprintf("MachineOSConfig %s with rendered MachineConfig %s: %v", mosc.Name, rendered.Name, err)}
+		s.problem = &problem{v1alpha1.ReasonInvalidInput, err.Error()}
 		return nil, nil
 	}
-	return &inputs{
-		rendered: rendered,
-		spec:     spec,
-		base:     base,
-		result:   result,
-		hash:     inputsHash(result.InputHash, &mosc.Spec, r.Config.BuilderImage),
-	}, nil
+	return in, nil
 }
 
 // osImageURLSource names the MachineConfig whose osImageURL the rendered
-// config carries, by the merge's own rule (machineconfig.OSImageURLSource)
-// over the sources the rendered config lists. A source deleted or changed
+// config carries (buildinputs.OSImageURLSource) among the sources the
+// rendered config lists. A source deleted or changed
 // since the render, or a rendered config without its sources' list, is
 // named as the rendered config.
 func (r *Reconciler) osImageURLSource(ctx context.Context, rendered *v1alpha1.MachineConfig) (string, error) {
@@ -162,13 +140,7 @@ func (r *Reconciler) osImageURLSource(ctx context.Context, rendered *v1alpha1.Ma
 		}
 		sources = append(sources, *mc)
 	}
-	name := machineconfig.OSImageURLSource(sources)
-	for i := range sources {
-		if sources[i].Name == name && sources[i].Spec.OSImageURL == rendered.Spec.OSImageURL {
-			return "MachineConfig " + name, nil
-		}
-	}
-	return fallback, nil
+	return buildinputs.OSImageURLSource(rendered, sources), nil
 }
 
 // keychain reads a dockerconfigjson Secret named by a MachineOSConfig

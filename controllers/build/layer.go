@@ -4,8 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,6 +17,7 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/direct"
 	"github.com/strata-dev/strata/builder/job"
+	"github.com/strata-dev/strata/internal/buildinputs"
 	"github.com/strata-dev/strata/internal/registry"
 	"github.com/strata-dev/strata/internal/status"
 )
@@ -70,10 +69,10 @@ func (r *Reconciler) runConfigLayer(ctx context.Context, s *scope, in *inputs) e
 func (r *Reconciler) pushConfigLayer(ctx context.Context, s *scope, in *inputs, admin, st *v1alpha1.BuildStageStatus) (bool, error) {
 	b := s.build
 	adminKC := s.pushKC
-	if admin.Image == in.base {
+	if admin.Image == in.Base {
 		adminKC = s.baseKC
 	}
-	layer := in.result.Stages.Layer
+	layer := in.Result.Stages.Layer
 	if layer == nil {
 		// The configuration adds nothing to the image (only /var-bound
 		// items): an empty layer keeps one shape for every build.
@@ -88,9 +87,9 @@ func (r *Reconciler) pushConfigLayer(ctx context.Context, s *scope, in *inputs, 
 		BaseKeychain: adminKC,
 		Platform:     platform(r.Config.Arch),
 		Layer:        layer,
-		Labels:       in.result.Labels,
-		Annotations:  in.result.Annotations,
-		CreatedBy:    v1alpha1.ConfigLayerCreatedBy + in.rendered.Name,
+		Labels:       in.Result.Labels,
+		Annotations:  in.Result.Annotations,
+		CreatedBy:    v1alpha1.ConfigLayerCreatedBy + in.Rendered.Name,
 		Target:       b.Spec.RenderedImagePushSpec,
 		PushKeychain: s.pushKC,
 		Insecure:     r.Registry.Insecure,
@@ -118,14 +117,14 @@ func (r *Reconciler) pushConfigLayer(ctx context.Context, s *scope, in *inputs, 
 // building has its progress recorded in the build's status.
 func (r *Reconciler) adminStage(ctx context.Context, s *scope, in *inputs, admin *v1alpha1.BuildStageStatus) (bool, error) {
 	b := s.build
-	stage := in.result.Stages.Admin
+	stage := in.Result.Stages.Admin
 	if stage == nil {
 		// No kernel type, extensions or Containerfile content: the admin
 		// stage is the base image.
-		reuse(admin, in.base)
+		reuse(admin, in.Base)
 		return true, nil
 	}
-	tag := adminTag(s.mosc, stage.InputHash, r.Config.BuilderImage)
+	tag := buildinputs.AdminTag(s.mosc, stage.InputHash, r.Config.BuilderImage)
 	if admin.StartTime == nil {
 		// Built before, by an earlier build of the same admin inputs?
 		found, note, err := r.recordedAdminStage(ctx, s, tag)
@@ -143,7 +142,7 @@ func (r *Reconciler) adminStage(ctx context.Context, s *scope, in *inputs, admin
 			return true, nil
 		}
 	}
-	st, jobName, err := r.driveJob(ctx, s, stage, tag)
+	st, jobName, err := r.driveJob(ctx, s, job.Request{Result: stage, PushSpec: tag})
 	if err != nil {
 		return false, err
 	}
@@ -233,11 +232,11 @@ const maxAdminStages = 8
 // record lost with a failed status write is made again.
 func (r *Reconciler) recordAdminStage(s *scope, in *inputs) {
 	st := findStage(s.build, v1alpha1.BuildStageAdmin)
-	stage := in.result.Stages.Admin
+	stage := in.Result.Stages.Admin
 	if st == nil || stage == nil || st.Reused || st.Image == "" || st.Duration == nil || st.StartTime == nil {
 		return
 	}
-	tag := adminTag(s.mosc, stage.InputHash, r.Config.BuilderImage)
+	tag := buildinputs.AdminTag(s.mosc, stage.InputHash, r.Config.BuilderImage)
 	if !strings.HasPrefix(st.Image, repository(tag)+"@") {
 		return
 	}
@@ -285,17 +284,6 @@ func reuse(admin *v1alpha1.BuildStageStatus, image string) {
 	now := metav1.Now()
 	admin.Image, admin.Reused = image, true
 	admin.StartTime, admin.Duration = &now, &metav1.Duration{}
-}
-
-// adminTag is where an admin stage is kept: the MachineOSConfig's
-// repository, tagged with a hash of the stage's inputs and the builder
-// image, so that any build of the same admin inputs finds it.
-func adminTag(mosc *v1alpha1.MachineOSConfig, stageHash, builderImage string) string {
-	h := sha256.New()
-	for _, part := range []string{stageHash, builderImage} {
-		fmt.Fprintf(h, "%d:%s", len(part), part)
-	}
-	return repository(mosc.Spec.RenderedImagePushSpec) + ":admin-" + hex.EncodeToString(h.Sum(nil))[:32]
 }
 
 // layerFailure turns a direct build's error into the build's failure, and

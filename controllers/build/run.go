@@ -16,11 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/builder/attest"
 	"github.com/strata-dev/strata/builder/job"
-	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/internal/buildinputs"
 	"github.com/strata-dev/strata/internal/history"
 	"github.com/strata-dev/strata/internal/metrics"
-	"github.com/strata-dev/strata/internal/referrers"
 	"github.com/strata-dev/strata/internal/registry"
 	"github.com/strata-dev/strata/internal/status"
 )
@@ -30,31 +30,17 @@ import (
 // the reconcile writes once, at its end).
 func (r *Reconciler) runBuild(ctx context.Context, s *scope, in *inputs) error {
 	b := s.build
-	b.Status.Strategy, b.Status.StrategyReason = strategyOf(s.mosc, in.result)
+	b.Status.Strategy, b.Status.StrategyReason = buildinputs.Strategy(s.mosc, in.Result)
 	if b.Status.Strategy == v1alpha1.ConfigLayerStrategy {
 		return r.runConfigLayer(ctx, s, in)
 	}
 	return r.runSingleJob(ctx, s, in)
 }
 
-// strategyOf is the strategy a build of res runs with, and why it is not
-// the one the MachineOSConfig asks for.
-func strategyOf(mosc *v1alpha1.MachineOSConfig, res *containerfile.Result) (v1alpha1.BuildStrategy, string) {
-	if mosc.Spec.ImageBuilder.Strategy == v1alpha1.SingleJobStrategy {
-		return v1alpha1.SingleJobStrategy, ""
-	}
-	// An empty strategy is the default, ConfigLayer (an object written
-	// before the field existed).
-	if why := res.Stages.NeedsJob; why != "" {
-		return v1alpha1.SingleJobStrategy, status.Truncate(why+": built in one Job", 1024)
-	}
-	return v1alpha1.ConfigLayerStrategy, ""
-}
-
 // runSingleJob builds the whole image in one Job.
 func (r *Reconciler) runSingleJob(ctx context.Context, s *scope, in *inputs) error {
 	b := s.build
-	st, jobName, err := r.driveJob(ctx, s, in.result, b.Spec.RenderedImagePushSpec)
+	st, jobName, err := r.driveJob(ctx, s, job.Request{Result: in.Result, PushSpec: b.Spec.RenderedImagePushSpec})
 	if err != nil {
 		return err
 	}
@@ -79,19 +65,16 @@ func (r *Reconciler) runSingleJob(ctx context.Context, s *scope, in *inputs) err
 	return nil
 }
 
-// driveJob makes sure the Job that builds res and pushes it to pushSpec
-// exists, with the Secret of its inputs (adopting both after a restart),
+// driveJob makes sure the Job that builds req.Result and pushes it to
+// req.PushSpec exists, with the Secret of its inputs (adopting both after a restart),
 // and returns its progress. Inputs that cannot be delivered to a builder
 // (a context too large for a Secret) are a failed status: retrying cannot
 // help.
-func (r *Reconciler) driveJob(ctx context.Context, s *scope, res *containerfile.Result, pushSpec string) (job.Status, string, error) {
+func (r *Reconciler) driveJob(ctx context.Context, s *scope, req job.Request) (job.Status, string, error) {
 	b := s.build
-	req := job.Request{
-		Build:      b,
-		Result:     res,
-		PushSecret: s.mosc.Spec.RenderedImagePushSecret.Name,
-		PushSpec:   pushSpec,
-	}
+	req.Build = b
+	req.PushSecret = s.mosc.Spec.RenderedImagePushSecret.Name
+	pushSpec := req.PushSpec
 	if ref := s.mosc.Spec.BaseImagePullSecret; ref != nil {
 		req.BaseImagePullSecret = ref.Name
 	}
@@ -296,10 +279,10 @@ func restart(ctx context.Context, s *scope, in *inputs) {
 	b := s.build
 	attempt := max(b.Status.Attempt, 1) + 1
 	conditions := b.Status.Conditions
-	b.Status = v1alpha1.MachineOSBuildStatus{Conditions: conditions, Attempt: attempt, BaseImagePullSpec: in.base}
+	b.Status = v1alpha1.MachineOSBuildStatus{Conditions: conditions, Attempt: attempt, BaseImagePullSpec: in.Base}
 	// A boot disk condition described an attempt that ended.
 	meta.RemoveStatusCondition(&b.Status.Conditions, v1alpha1.BuildBootDisk)
-	msg := fmt.Sprintf("The inputs are current again: attempt %d of %s on %s", attempt, in.rendered.Name, in.base)
+	msg := fmt.Sprintf("The inputs are current again: attempt %d of %s on %s", attempt, in.Rendered.Name, in.Base)
 	setBuildConditions(b, statePrepared, msg)
 	log.FromContext(ctx).Info("Restarting an interrupted build whose inputs are current again", "build", b.Name, "attempt", attempt)
 	s.afterWrite(func() {
@@ -439,7 +422,7 @@ func (r *Reconciler) collectGarbage(ctx context.Context, s *scope) error {
 			// Referrers first: an image whose referrers could not be
 			// deleted is kept with them rather than leaving them behind,
 			// describing nothing.
-			if _, err := (referrers.Client{Registry: r.Registry}).DeleteAll(ctx, image, s.pushKC); err != nil {
+			if err := attest.DeleteReferrers(ctx, r.Registry, image, s.pushKC); err != nil {
 				log.FromContext(ctx).Info("Could not delete the referrers of an old image", "build", b.Name, "image", image, "error", err.Error())
 				r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "ImageNotDeleted", "GarbageCollect", "Could not delete the referrers of %s, keeping it: %v", image, registry.Explain(err))
 				continue
@@ -482,9 +465,4 @@ func (r *Reconciler) imageInUse(ctx context.Context, image, current string) (boo
 }
 
 // repository strips the tag of registry/repository:tag.
-func repository(spec string) string {
-	if i := strings.LastIndex(spec, ":"); i > strings.LastIndex(spec, "/") {
-		return spec[:i]
-	}
-	return spec
-}
+func repository(spec string) string { return buildinputs.Repository(spec) }

@@ -16,15 +16,6 @@ import (
 	"github.com/strata-dev/strata/internal/registry"
 	"github.com/strata-dev/strata/internal/status"
 	"github.com/strata-dev/strata/signing"
-	"github.com/strata-dev/strata/sigpolicy"
-)
-
-// The keys of a signing Secret: cosign's names, so that `cosign
-// generate-key-pair k8s://strata-system/NAME` makes one.
-const (
-	signingKeyData        = "cosign.key"
-	signingPassphraseData = "cosign.password"
-	signingPublicKeyData  = "cosign.pub"
 )
 
 // signImage signs the succeeded build's image with the MachineOSConfig's
@@ -53,19 +44,13 @@ func (r *Reconciler) signImage(ctx context.Context, s *scope) error {
 		}
 		return err
 	}
-	for _, k := range []string{signingKeyData, signingPassphraseData, signingPublicKeyData} {
-		if _, ok := secret.Data[k]; !ok {
-			setSigned(b, false, v1alpha1.ReasonSigningFailed, fmt.Sprintf("%s: Secret %s/%s has no %s key (want %s, %s and %s)", field, ns, name, k, signingKeyData, signingPassphraseData, signingPublicKeyData))
-			return nil
-		}
-	}
-	pub := secret.Data[signingPublicKeyData]
-	fp, err := sigpolicy.Fingerprint(pub)
+	key, err := signing.KeyFromSecret(secret.Data)
 	if err != nil {
-		setSigned(b, false, v1alpha1.ReasonSigningFailed, fmt.Sprintf("%s: Secret %s/%s: %s: %v", field, ns, name, signingPublicKeyData, err))
+		setSigned(b, false, v1alpha1.ReasonSigningFailed, fmt.Sprintf("%s: Secret %s/%s: %v", field, ns, name, err))
 		return nil
 	}
-	if !trusts(sg.PublicKeys, fp) {
+	fp := key.Fingerprint
+	if !signing.Trusts(pemKeys(sg.PublicKeys), fp) {
 		setSigned(b, false, v1alpha1.ReasonSigningFailed, fmt.Sprintf("%s: the public key of Secret %s/%s (%s) is not one of spec.signing.publicKeys: nodes would refuse what it signs", field, ns, name, fp))
 		return nil
 	}
@@ -74,8 +59,7 @@ func (r *Reconciler) signImage(ctx context.Context, s *scope) error {
 	}
 	image := b.Status.DigestedImagePushSpec
 	reg := signing.Registry{Keychain: s.pushKC, Insecure: r.Registry.Insecure}
-	key := signing.PrivateKey{PEM: secret.Data[signingKeyData], Passphrase: secret.Data[signingPassphraseData]}
-	if err := signing.Sign(ctx, image, key, reg); err != nil {
+	if err := signing.Sign(ctx, image, key.Private, reg); err != nil {
 		var ke *signing.KeyError
 		if errors.As(err, &ke) {
 			setSigned(b, false, v1alpha1.ReasonSigningFailed, fmt.Sprintf("%s: Secret %s/%s: %v", field, ns, name, err))
@@ -92,10 +76,10 @@ func (r *Reconciler) signImage(ctx context.Context, s *scope) error {
 	}
 	// The signature must verify with the key nodes are given: a
 	// cosign.pub of another key would make every node refuse the image.
-	if err := signing.Verify(ctx, image, [][]byte{pub}, reg); err != nil {
+	if err := signing.Verify(ctx, image, [][]byte{key.Public}, reg); err != nil {
 		var refused *signing.RefusedError
 		if errors.As(err, &refused) {
-			setSigned(b, false, v1alpha1.ReasonSigningFailed, fmt.Sprintf("%s: Secret %s/%s: %s is not the public key of %s: %v", field, ns, name, signingPublicKeyData, signingKeyData, err))
+			setSigned(b, false, v1alpha1.ReasonSigningFailed, fmt.Sprintf("%s: Secret %s/%s: %s is not the public key of %s: %v", field, ns, name, signing.SecretPublicKeyData, signing.SecretKeyData, err))
 			return nil
 		}
 		return fmt.Errorf("build %s: verify the signature of %s: %w", b.Name, image, err)
@@ -111,14 +95,13 @@ func (r *Reconciler) signImage(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// trusts says whether keys hold the key named fp.
-func trusts(keys []v1alpha1.PEMPublicKey, fp string) bool {
+// pemKeys are keys as the PEM bytes the signing package takes.
+func pemKeys(keys []v1alpha1.PEMPublicKey) [][]byte {
+	out := make([][]byte, 0, len(keys))
 	for _, k := range keys {
-		if got, err := sigpolicy.Fingerprint([]byte(k)); err == nil && got == fp {
-			return true
-		}
+		out = append(out, []byte(k))
 	}
-	return false
+	return out
 }
 
 // setSigned sets the build's ImageSigned condition, the signing step's
@@ -147,7 +130,7 @@ func (r *Reconciler) signingIdentity(ctx context.Context, s *scope) string {
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Config.Namespace, Name: sg.KeySecret.Name}, secret); err != nil {
 		return ""
 	}
-	fp, err := sigpolicy.Fingerprint(secret.Data[signingPublicKeyData])
+	fp, err := signing.Fingerprint(secret.Data[signing.SecretPublicKeyData])
 	if err != nil {
 		return ""
 	}

@@ -33,9 +33,9 @@ func (f *fixture) signingSecret(name string) *signing.KeyPair {
 	f.create(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Data: map[string][]byte{
-			signingKeyData:        kp.Private.PEM,
-			signingPassphraseData: kp.Private.Passphrase,
-			signingPublicKeyData:  kp.Public,
+			signing.SecretKeyData:        kp.Private.PEM,
+			signing.SecretPassphraseData: kp.Private.Passphrase,
+			signing.SecretPublicKeyData:  kp.Public,
 		},
 	})
 	return kp

@@ -1,4 +1,4 @@
-package build
+package buildinputs
 
 import (
 	"encoding/base64"
@@ -10,14 +10,14 @@ import (
 	"github.com/strata-dev/strata/sigpolicy"
 )
 
-// withSignaturePolicy is the rendered spec with, for a MachineOSConfig
+// WithSignaturePolicy is the rendered spec with, for a MachineOSConfig
 // that signs (spec.signing), the node's signature policy files added as
 // Ignition files (mode 0644, root): the configuration layer carries the
 // same bytes the daemon writes before a switch, so that once the image
 // boots the node's /etc holds no local modification of them, and the
 // keys are part of the inputs (a rotation builds a new image). The
 // rendered MachineConfig itself is not changed.
-func withSignaturePolicy(spec *v1alpha1.MachineConfigSpec, mosc *v1alpha1.MachineOSConfig) (*v1alpha1.MachineConfigSpec, error) {
+func WithSignaturePolicy(spec *v1alpha1.MachineConfigSpec, mosc *v1alpha1.MachineOSConfig) (*v1alpha1.MachineConfigSpec, error) {
 	sg := mosc.Spec.Signing
 	if sg == nil {
 		return spec, nil
