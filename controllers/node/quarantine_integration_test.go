@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/internal/metrics"
 	"github.com/strata-dev/strata/test/testenv"
 )
 
@@ -81,6 +83,10 @@ func TestBlockedDrainIsQuarantinedAndThePoolGoesOn(t *testing.T) {
 	// The rollout goes on beside it, though maxUnavailable is 1.
 	f.waitTaken(cfg, image('e'), 2)
 	f.waitCondition(v1alpha1.PoolUpdated, "False", v1alpha1.ReasonRollingOut, "quarantined, drain blocked")
+	quarantined := func() float64 {
+		return testutil.ToFloat64(metrics.PoolSkippedNodes.WithLabelValues("quar", metrics.SkippedQuarantined))
+	}
+	waitMetric(t, `strata_pool_skipped_nodes{reason="quarantined"}`, quarantined, 1)
 
 	// The budget allows again: the drain is carried out, the quarantine ends.
 	must(t, env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)))
@@ -88,5 +94,6 @@ func TestBlockedDrainIsQuarantinedAndThePoolGoesOn(t *testing.T) {
 	if _, ok := n.Labels[v1alpha1.DrainBlockedLabel]; ok || n.Annotations[v1alpha1.DrainBlockedAnnotation] != "" {
 		t.Errorf("after the drain: label %q, drainBlocked %q", n.Labels[v1alpha1.DrainBlockedLabel], n.Annotations[v1alpha1.DrainBlockedAnnotation])
 	}
+	waitMetric(t, `strata_pool_skipped_nodes{reason="quarantined"}`, quarantined, 0)
 	logs.Wait(t, timeout, "Drain blocked past its timeout; the node is quarantined and the drain tried again", map[string]string{"name": "quar-0"})
 }

@@ -23,6 +23,7 @@ func setMetrics(s *scope, nodes poolNodeSet) {
 		byState[st]++
 	}
 	metrics.SetPoolNodes(s.pool.Name, byState, int(s.result.UpdatedCount))
+	metrics.SetPoolSkipped(s.pool.Name, len(s.result.Quarantined), len(s.result.Held))
 	metrics.GateHeld(s.pool.Name, metrics.GateMaintenanceWindow, !s.window.open() && s.result.PendingCount > 0)
 	approval := s.target.waitReason == v1alpha1.ReasonAwaitingImageApproval || s.target.waitReason == v1alpha1.ReasonImageRejected
 	metrics.GateHeld(s.pool.Name, metrics.GateImageApproval, approval)

@@ -37,6 +37,11 @@ var (
 		Name: "strata_pool_updated_nodes",
 		Help: "Nodes of a MachineConfigPool that run its target configuration and image (status.updatedMachineCount).",
 	}, []string{"pool"})
+	// PoolSkippedNodes counts the pool's nodes the rollout passes over.
+	PoolSkippedNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "strata_pool_skipped_nodes",
+		Help: "Nodes of a MachineConfigPool the rollout passes over, by why: quarantined (a drain blocked past drainTimeout, undrainableNodeBehavior Quarantine) or held (the hold annotation).",
+	}, []string{"pool", "reason"})
 	// PoolDegraded is 1 while the pool's condition is True.
 	PoolDegraded = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "strata_pool_degraded",
@@ -113,7 +118,7 @@ var (
 )
 
 // collectors are every metric of this package.
-var collectors = []prometheus.Collector{PoolNodes, PoolUpdatedNodes, PoolDegraded, PoolGateHeld, PoolGateHolds,
+var collectors = []prometheus.Collector{PoolNodes, PoolUpdatedNodes, PoolSkippedNodes, PoolDegraded, PoolGateHeld, PoolGateHolds,
 	NodeUpdatePhaseDuration, NodeUpdates, NodeRollbacks, Drains,
 	BuildDuration, BuildStageDuration, Builds, BuildRestarts, BootDiskDuration, BootDisks}
 
@@ -135,6 +140,19 @@ func SetPoolNodes(pool string, byState map[string]int, updated int) {
 	// Counters the alerts read with increase(): served from 0, so that
 	// the first rollback is an increase and not a new series.
 	NodeRollbacks.WithLabelValues(pool)
+}
+
+// Values of strata_pool_skipped_nodes' reason label.
+const (
+	SkippedQuarantined = "quarantined"
+	SkippedHeld        = "held"
+)
+
+// SetPoolSkipped sets how many of the pool's nodes the rollout passes
+// over: quarantined with a blocked drain, and held by an admin.
+func SetPoolSkipped(pool string, quarantined, held int) {
+	PoolSkippedNodes.WithLabelValues(pool, SkippedQuarantined).Set(float64(quarantined))
+	PoolSkippedNodes.WithLabelValues(pool, SkippedHeld).Set(float64(held))
 }
 
 // SetPoolDegraded sets strata_pool_degraded for one of the pool's
