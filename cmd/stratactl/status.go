@@ -251,6 +251,32 @@ func watchStatus(ctx context.Context, cfg *rest.Config, out io.Writer, pools []s
 	}
 }
 
+// describeNodeState is a node's state as its daemon reports it, with
+// what the rollout makes of it: held by an admin (the hold annotation),
+// quarantined with a blocked drain (its reason then says what blocks
+// it), and the node's topology group; and the reason to show.
+func describeNodeState(p *v1alpha1.MachineConfigPool, n *corev1.Node) (string, string) {
+	a := n.Annotations
+	state, reason := orDash(a[v1alpha1.StateAnnotation]), a[v1alpha1.ReasonAnnotation]
+	var notes []string
+	if t := p.Spec.Topology; t != nil {
+		notes = append(notes, t.Key+"="+orDash(n.Labels[t.Key]))
+	}
+	if hold := a[v1alpha1.HoldAnnotation]; hold != "" {
+		notes = append(notes, "held: "+oneLine(hold))
+	}
+	if _, blockedBy, ok := v1alpha1.ParseDrainFailure(a[v1alpha1.DrainBlockedAnnotation]); ok && n.Labels[v1alpha1.DrainBlockedLabel] == "true" {
+		notes = append(notes, "quarantined")
+		if reason == "" {
+			reason = blockedBy
+		}
+	}
+	if len(notes) > 0 {
+		state += " (" + strings.Join(notes, ", ") + ")"
+	}
+	return state, reason
+}
+
 // describeStage is a node's stage-ahead state: the image it holds staged
 // ahead of its update (locked: no reboot boots it), or that it was asked
 // to download one and has not yet.
@@ -321,8 +347,9 @@ func renderStatus(w io.Writer, s statusSnapshot, only []string) error {
 			if desired != "" && desired == current {
 				desiredCell = "="
 			}
-			nodeTable.row("  "+n.Name, orDash(a[v1alpha1.StateAnnotation]), shortImage(current), desiredCell,
-				orDash(oneLine(a[v1alpha1.ReasonAnnotation])), orDash(oneLine(a[v1alpha1.DisruptionAnnotation])), describeStage(a))
+			state, reason := describeNodeState(p, &n)
+			nodeTable.row("  "+n.Name, state, shortImage(current), desiredCell,
+				orDash(oneLine(reason)), orDash(oneLine(a[v1alpha1.DisruptionAnnotation])), describeStage(a))
 		}
 	}
 	poolLines, err := poolTable.lines()

@@ -430,3 +430,33 @@ func TestDescribeBuildSaysWhereTheImageIsAtTheGate(t *testing.T) {
 		})
 	}
 }
+
+func TestDescribeNodeStateSaysHeldQuarantinedAndGroup(t *testing.T) {
+	zoned := &v1alpha1.MachineConfigPool{Spec: v1alpha1.MachineConfigPoolSpec{Topology: &v1alpha1.RolloutTopology{Key: "topology.kubernetes.io/zone"}}}
+	plain := &v1alpha1.MachineConfigPool{}
+	node := func(labels, ann map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: labels, Annotations: ann}}
+	}
+	for _, c := range []struct {
+		name          string
+		pool          *v1alpha1.MachineConfigPool
+		node          *corev1.Node
+		state, reason string
+	}{
+		{"plain", plain, node(nil, map[string]string{v1alpha1.StateAnnotation: "Done"}), "Done", ""},
+		{"zoned", zoned, node(map[string]string{"topology.kubernetes.io/zone": "eu-1a"}, map[string]string{v1alpha1.StateAnnotation: "Done"}),
+			"Done (topology.kubernetes.io/zone=eu-1a)", ""},
+		{"held", plain, node(nil, map[string]string{v1alpha1.StateAnnotation: "Done", v1alpha1.HoldAnnotation: "disk swap"}), "Done (held: disk swap)", ""},
+		{"quarantined", plain, node(map[string]string{v1alpha1.DrainBlockedLabel: "true"}, map[string]string{
+			v1alpha1.StateAnnotation:        "Working",
+			v1alpha1.DrainBlockedAnnotation: v1alpha1.DrainFailure("drain-k1", "pod app/db-0 (PodDisruptionBudget app/db)"),
+		}), "Working (quarantined)", "pod app/db-0 (PodDisruptionBudget app/db)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			state, reason := describeNodeState(c.pool, c.node)
+			if state != c.state || reason != c.reason {
+				t.Errorf("got %q, %q; want %q, %q", state, reason, c.state, c.reason)
+			}
+		})
+	}
+}
