@@ -8,8 +8,20 @@ import (
 // RolloutGate is one check the rollout controller makes before it takes a
 // node of the pool. Exactly one of prometheus, cel and blockingPods is
 // set. A gate that cannot be evaluated (Prometheus unreachable, an object
-// missing, an expression that does not compile) holds the rollout, as one
-// that fails does: gates fail closed.
+// missing or forbidden, an expression that does not compile or fails)
+// holds the rollout, as one that fails does: gates fail closed.
+//
+// A gate can read no more than an admin granted for gates: cel and
+// blockingPods gates read the cluster as the ServiceAccount
+// strata-system/strata-gates, which the controller impersonates, and
+// whose RBAC (config/rbac/gate_reader_role.yaml) lets it list pods and
+// namespaces and get nothing else until an admin grants a kind; it can
+// read no Secret. The pool's Updated condition and its HeldByGate Events
+// name the gate, what it read and the kind of failure (forbidden, not
+// found, timed out, evaluation error), never a value read from an object
+// nor an error's text that may quote one. All of a pool's gates together
+// take at most 10 s per check; a gate not done by then holds the pool as
+// "timed out", and does not delay other pools.
 // +kubebuilder:validation:XValidation:rule="[has(self.prometheus), has(self.cel), has(self.blockingPods)].filter(x, x).size() == 1",message="exactly one of prometheus, cel and blockingPods must be set"
 type RolloutGate struct {
 	// name identifies the gate in the pool's conditions and Events.
@@ -62,14 +74,18 @@ type PrometheusGate struct {
 	Query string `json:"query,omitempty"`
 
 	// ca is the PEM bundle that verifies the server's certificate, from a
-	// ConfigMap or a Secret in strata-system; without it the system's
-	// roots are used.
+	// ConfigMap or a Secret in strata-system (a Secret only if labelled
+	// machineconfiguration.strata.dev/gate-credentials=true); without it
+	// the system's roots are used.
 	// +optional
 	CA *CABundleSource `json:"ca,omitempty"`
 
 	// bearerTokenSecret is the key of a Secret in strata-system whose value
-	// is sent as `Authorization: Bearer`. The token is never logged nor
-	// shown in status or Events.
+	// is sent as `Authorization: Bearer`. Only a Secret an admin labelled
+	// machineconfiguration.strata.dev/gate-credentials=true is read (any
+	// other is refused as if missing), and only to an https url: a gate
+	// with a token and an http url is invalid and holds the pool. The
+	// token is never logged nor shown in status or Events.
 	// +optional
 	BearerTokenSecret *corev1.SecretKeySelector `json:"bearerTokenSecret,omitempty"`
 }
@@ -104,15 +120,21 @@ type CABundleSource struct {
 	// +optional
 	ConfigMapKeyRef *corev1.ConfigMapKeySelector `json:"configMapKeyRef,omitempty"`
 
-	// secretKeyRef is a key of a Secret in strata-system.
+	// secretKeyRef is a key of a Secret in strata-system labelled
+	// machineconfiguration.strata.dev/gate-credentials=true.
 	// +optional
 	SecretKeyRef *corev1.SecretKeySelector `json:"secretKeyRef,omitempty"`
 }
 
 // CELGate reads one object and evaluates a CEL expression over it, as
 // `object`; the rollout goes on only while the expression is true. The
-// controller needs RBAC to get the object's kind: see the README
-// ("Gates").
+// object is read as the gate identity (strata-system/strata-gates), which
+// an admin grants get on the kind with a ClusterRole labelled
+// machineconfiguration.strata.dev/aggregate-to-gate-reader=true: see the
+// README ("Gates"). A Secret is never read: a gate over one is invalid.
+// When the expression fails, the pool's status says only the kind of
+// error (a missing key, say), not the error's text, which could quote
+// the object's data.
 type CELGate struct {
 	// apiVersion is the object's group and version, such as
 	// ceph.rook.io/v1, or v1 for the core group.
@@ -121,7 +143,8 @@ type CELGate struct {
 	// +kubebuilder:validation:MaxLength=316
 	APIVersion string `json:"apiVersion"`
 
-	// kind is the object's kind, such as CephCluster.
+	// kind is the object's kind, such as CephCluster. Secret (of the core
+	// group) is refused.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
@@ -154,7 +177,8 @@ type CELGate struct {
 // runs on it (a pod bound to the node that has not finished), like kured's
 // --blocking-pod-selector.
 type BlockingPodsGate struct {
-	// podSelector selects the blocking pods by label.
+	// podSelector selects the blocking pods by label. It must not be
+	// empty: a selector of every pod is refused, and holds the pool.
 	// +required
 	PodSelector metav1.LabelSelector `json:"podSelector"`
 
@@ -163,3 +187,10 @@ type BlockingPodsGate struct {
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 }
+
+// GateCredentialsLabel, with the value "true", marks a Secret in
+// strata-system that Prometheus gates may read (bearerTokenSecret,
+// ca.secretKeyRef). The controller reads no other Secret for a gate: an
+// admin labels the Secrets meant for gates, and a pool's author can name
+// no other (a signing key, a push secret).
+const GateCredentialsLabel = Prefix + "gate-credentials"

@@ -2,8 +2,8 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -44,15 +44,22 @@ func compileCEL(expr string) (cel.Program, error) {
 	return celEnv.Program(ast, cel.CostLimit(celCostLimit), cel.InterruptCheckFrequency(100))
 }
 
-// cel evaluates a CEL gate: "" when it passes, else why it holds.
-func (e *Evaluator) cel(ctx context.Context, g *v1alpha1.CELGate) string {
+// cel evaluates a CEL gate: "" when it passes, else why it holds, and
+// the detail for the log. What it says of a failure is the kind only:
+// an evaluation error may quote the object's data, so neither the
+// message nor the detail carries its text.
+func (e *Evaluator) cel(ctx context.Context, g *v1alpha1.CELGate) (msg, detail string) {
+	if isSecret(g) {
+		return secretRefused, ""
+	}
 	prg, err := compileCEL(g.Expression)
 	if err != nil {
-		return "the expression does not compile: " + err.Error()
+		// The text quotes the expression only, which the author wrote.
+		return "the expression does not compile: " + err.Error(), ""
 	}
 	gv, err := schema.ParseGroupVersion(g.APIVersion)
 	if err != nil {
-		return "apiVersion: " + err.Error()
+		return "apiVersion: " + err.Error(), ""
 	}
 	ref := describeObject(g)
 	obj := &unstructured.Unstructured{}
@@ -60,29 +67,37 @@ func (e *Evaluator) cel(ctx context.Context, g *v1alpha1.CELGate) string {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout())
 	defer cancel()
 	if err := e.Reader.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: g.Name}, obj); err != nil {
-		switch {
-		case apierrors.IsNotFound(err):
-			return ref + " not found"
-		case apierrors.IsForbidden(err):
-			return "the controller may not get " + ref + " (grant it get on the kind: see Gates in the README): " + err.Error()
+		kind := apiFailure(ctx, err)
+		msg := "could not be evaluated: cannot get " + ref + ": " + kind
+		if apierrors.IsForbidden(err) {
+			msg += " (the gate identity may get only the kinds an admin grants it: see Gates in the README)"
 		}
-		return "cannot get " + ref + ": " + err.Error()
+		// An API error names the request, not the object's content.
+		return msg, err.Error()
 	}
 	out, _, err := prg.ContextEval(ctx, map[string]any{"object": obj.Object})
 	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fmt.Sprintf("the expression over %s did not finish in %s", ref, e.timeout())
-		}
-		return fmt.Sprintf("the expression over %s fails: %v", ref, err)
+		return fmt.Sprintf("could not be evaluated over %s: %s", ref, celFailure(ctx, err)), ""
 	}
 	b, ok := out.Value().(bool)
 	if !ok {
-		return fmt.Sprintf("the expression over %s returned %s, not a bool", ref, out.Type().TypeName())
+		return fmt.Sprintf("the expression over %s returned %s, not a bool", ref, out.Type().TypeName()), ""
 	}
 	if !b {
-		return fmt.Sprintf("%s is false for %s", g.Expression, ref)
+		return fmt.Sprintf("%s is false for %s", g.Expression, ref), ""
 	}
-	return ""
+	return "", ""
+}
+
+// secretRefused is why a CEL gate over a Secret holds: the gate
+// identity cannot read one, and no expression may see one.
+const secretRefused = "a CEL gate may not read a Secret"
+
+// isSecret says whether g names a core Secret (kinds are matched without
+// case, as a person might write them).
+func isSecret(g *v1alpha1.CELGate) bool {
+	gv, err := schema.ParseGroupVersion(g.APIVersion)
+	return err == nil && gv.Group == "" && strings.EqualFold(g.Kind, "Secret")
 }
 
 // describeObject names the object as a person would look it up: Kind

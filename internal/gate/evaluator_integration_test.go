@@ -26,7 +26,11 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	testenv.RunMain(m, func(e *testenv.Env) error { env = e; return nil })
+	testenv.RunMain(m, func(e *testenv.Env) error {
+		env = e
+		// The gate identity and the controller's RBAC, as installed.
+		return e.Install(context.Background(), "config/rbac")
+	})
 }
 
 const token = "s3cret-token-value"
@@ -68,10 +72,14 @@ func TestPrometheusCAAndToken(t *testing.T) {
 	caPEM := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: proxy.Certificate().Raw}))
 
 	ns := namespace(t, "gate-prom", nil)
+	forGates := map[string]string{v1alpha1.GateCredentialsLabel: "true"}
 	create(t,
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prom-ca"}, Data: map[string]string{"ca.crt": caPEM, "junk": "not a certificate"}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prom-ca"}, Data: map[string][]byte{"ca.crt": []byte(caPEM)}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prom-token"}, Data: map[string][]byte{"token": []byte(token + "\n"), "wrong": []byte("not-" + token), "empty": nil}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prom-ca", Labels: forGates}, Data: map[string][]byte{"ca.crt": []byte(caPEM)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prom-token", Labels: forGates}, Data: map[string][]byte{"token": []byte(token + "\n"), "wrong": []byte("not-" + token), "empty": nil}},
+		// The token of another component, not labelled for gates.
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other-token"}, Data: map[string][]byte{"token": []byte(token)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other-ca"}, Data: map[string][]byte{"ca.crt": []byte(caPEM)}},
 	)
 	ev := &Evaluator{Reader: env.Client, Namespace: ns, Timeout: 5 * time.Second}
 	cm := func(name, key string) *v1alpha1.CABundleSource {
@@ -96,8 +104,16 @@ func TestPrometheusCAAndToken(t *testing.T) {
 			"ca: key junk of ConfigMap gate-prom/prom-ca holds no PEM certificate"},
 		{"a missing ConfigMap", v1alpha1.PrometheusGate{Alerts: crit, CA: cm("nope", "ca.crt")},
 			"ca: key ca.crt of ConfigMap gate-prom/nope: not found"},
+		// The server's words are not shown, only the status and its
+		// errorType.
 		{"a wrong token", v1alpha1.PrometheusGate{Alerts: crit, CA: cm("prom-ca", "ca.crt"), BearerTokenSecret: sec("prom-token", "wrong")},
-			"401 Unauthorized: unauthorized: who are you?"},
+			"answered 401 Unauthorized: unauthorized"},
+		{"a token Secret not labelled for gates", v1alpha1.PrometheusGate{Alerts: crit, CA: cm("prom-ca", "ca.crt"), BearerTokenSecret: sec("other-token", "token")},
+			"bearerTokenSecret: key token of Secret gate-prom/other-token: no Secret of that name is labelled machineconfiguration.strata.dev/gate-credentials=true"},
+		{"a missing token Secret reads the same", v1alpha1.PrometheusGate{Alerts: crit, CA: cm("prom-ca", "ca.crt"), BearerTokenSecret: sec("nope", "token")},
+			"bearerTokenSecret: key token of Secret gate-prom/nope: no Secret of that name is labelled machineconfiguration.strata.dev/gate-credentials=true"},
+		{"a CA Secret not labelled for gates", v1alpha1.PrometheusGate{Alerts: crit, CA: &v1alpha1.CABundleSource{SecretKeyRef: sec("other-ca", "ca.crt")}},
+			"ca: key ca.crt of Secret gate-prom/other-ca: no Secret of that name is labelled"},
 		{"no token", v1alpha1.PrometheusGate{Alerts: crit, CA: cm("prom-ca", "ca.crt")}, "401 Unauthorized"},
 		{"an empty token", v1alpha1.PrometheusGate{Alerts: crit, CA: cm("prom-ca", "ca.crt"), BearerTokenSecret: sec("prom-token", "empty")},
 			"bearerTokenSecret: key empty of Secret gate-prom/prom-token is empty"},
@@ -121,8 +137,11 @@ func TestPrometheusCAAndToken(t *testing.T) {
 			if v.Pass || !strings.Contains(v.Message, tc.want) {
 				t.Errorf("verdict %+v, want a hold saying %q", v, tc.want)
 			}
-			if strings.Contains(v.String(), token) {
-				t.Errorf("the verdict shows the token: %s", v)
+			if strings.Contains(v.String(), token) || strings.Contains(v.Detail, token) {
+				t.Errorf("the verdict shows the token: %+v", v)
+			}
+			if strings.Contains(v.Message, "who are you") {
+				t.Errorf("the verdict quotes the server: %s", v)
 			}
 		})
 	}
@@ -153,14 +172,17 @@ func TestCELGate(t *testing.T) {
 		{"false holds", mcp(`object.status.machineCount > 3`),
 			"object.status.machineCount > 3 is false for MachineConfigPool cel-target (machineconfiguration.strata.dev/v1alpha1)"},
 		{"a missing field holds", mcp(`object.status.health == "HEALTH_OK"`),
-			"the expression over MachineConfigPool cel-target (machineconfiguration.strata.dev/v1alpha1) fails: no such key: health"},
+			"could not be evaluated over MachineConfigPool cel-target (machineconfiguration.strata.dev/v1alpha1): evaluation error: a key is missing (guard it with has() or in)"},
+		// The error would quote the label's value: only its kind is told.
+		{"an error over a value does not show it", mcp(`{}[object.metadata.labels.health] == ""`),
+			"could not be evaluated over MachineConfigPool cel-target (machineconfiguration.strata.dev/v1alpha1): evaluation error: a key is missing"},
 		{"has() guards a missing field", mcp(`!has(object.status.health) || object.status.health == "HEALTH_OK"`), ""},
 		{"not a bool at run time holds", mcp(`object.metadata.labels.health`),
 			"the expression over MachineConfigPool cel-target (machineconfiguration.strata.dev/v1alpha1) returned string, not a bool"},
 		{"a missing object holds", &v1alpha1.CELGate{APIVersion: "machineconfiguration.strata.dev/v1alpha1", Kind: "MachineConfigPool", Name: "nope", Expression: "true"},
-			"MachineConfigPool nope (machineconfiguration.strata.dev/v1alpha1) not found"},
+			"could not be evaluated: cannot get MachineConfigPool nope (machineconfiguration.strata.dev/v1alpha1): not found"},
 		{"an unknown kind holds", &v1alpha1.CELGate{APIVersion: "ceph.rook.io/v1", Kind: "CephCluster", Namespace: "rook-ceph", Name: "rook-ceph", Expression: "true"},
-			`cannot get CephCluster rook-ceph/rook-ceph (ceph.rook.io/v1): no matches for kind "CephCluster" in version "ceph.rook.io/v1"`},
+			`could not be evaluated: cannot get CephCluster rook-ceph/rook-ceph (ceph.rook.io/v1): no such kind is served`},
 		{"a namespaced core object", &v1alpha1.CELGate{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "flags", Expression: `object.data.updates == "allowed"`}, ""},
 		{"a compile error holds", mcp(`object.status.machineCount >`), "the expression does not compile: "},
 	}
@@ -175,6 +197,9 @@ func TestCELGate(t *testing.T) {
 				t.Errorf("verdict %+v, want a pass", v)
 			case tc.want != "" && (v.Pass || !strings.HasPrefix(v.Message, tc.want)):
 				t.Errorf("message %q, want %q", v.Message, tc.want)
+			}
+			if strings.Contains(v.Message+v.Detail, "HEALTH_OK") && !strings.Contains(tc.gate.Expression, "HEALTH_OK") {
+				t.Errorf("the verdict shows the object's data: %+v", v)
 			}
 		})
 	}
@@ -248,6 +273,16 @@ func TestValidate(t *testing.T) {
 		{Name: "bad-cel", CEL: &v1alpha1.CELGate{APIVersion: "a/b/c", Kind: "K", Name: "n", Expression: "object.status.health =="}},
 		{Name: "int-cel", CEL: &v1alpha1.CELGate{APIVersion: "v1", Kind: "K", Name: "n", Expression: "1 + 2"}},
 		{Name: "bad-sel", BlockingPods: &v1alpha1.BlockingPodsGate{PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Is"}}}}},
+		{Name: "secret", CEL: &v1alpha1.CELGate{APIVersion: "v1", Kind: "Secret", Namespace: "strata-system", Name: "signing", Expression: "true"}},
+		{Name: "all-pods", BlockingPods: &v1alpha1.BlockingPodsGate{PodSelector: metav1.LabelSelector{}}},
+		{Name: "token-http", Prometheus: &v1alpha1.PrometheusGate{URL: "http://p", Query: "up == 0",
+			BearerTokenSecret: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "t"}, Key: "token"}}},
+		{Name: "token-https", Prometheus: &v1alpha1.PrometheusGate{URL: "https://p", Query: "up == 0",
+			BearerTokenSecret: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "t"}, Key: "token"}}},
+		// A Secret is refused however its kind is spelled; another
+		// group's Secret kind is not the core one.
+		{Name: "secret-lower", CEL: &v1alpha1.CELGate{APIVersion: "v1", Kind: "secret", Name: "s", Expression: "true"}},
+		{Name: "other-secret", CEL: &v1alpha1.CELGate{APIVersion: "vault.example.com/v1", Kind: "Secret", Name: "s", Expression: "true"}},
 	}
 	errs := Validate(gates)
 	var fields []string
@@ -258,11 +293,22 @@ func TestValidate(t *testing.T) {
 		"spec.gates[1].prometheus.alerts.nameRegexp", "spec.gates[1].prometheus.alerts.ignoreNameRegexp",
 		"spec.gates[2].cel.apiVersion", "spec.gates[2].cel.expression", "spec.gates[3].cel.expression",
 		"spec.gates[4].blockingPods.podSelector",
+		"spec.gates[5].cel.kind", "spec.gates[6].blockingPods.podSelector", "spec.gates[7].prometheus.url",
+		"spec.gates[9].cel.kind",
 	}
 	if strings.Join(fields, " ") != strings.Join(want, " ") {
 		t.Errorf("fields %v, want %v\n%v", fields, want, errs)
 	}
 	if !strings.Contains(errs[4].Error(), "the expression is of type int, want bool") {
 		t.Errorf("error %v", errs[4])
+	}
+	for i, want := range map[int]string{
+		6: "spec.gates[5].cel.kind: Forbidden: a CEL gate may not read a Secret",
+		7: "spec.gates[6].blockingPods.podSelector: Required value: podSelector is empty and would select every pod of the cluster",
+		8: `spec.gates[7].prometheus.url: Invalid value: "http://p": bearerTokenSecret is set but url is not https`,
+	} {
+		if !strings.HasPrefix(errs[i].Error(), want) {
+			t.Errorf("error %d: %v, want %q", i, errs[i], want)
+		}
 	}
 }

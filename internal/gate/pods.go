@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,14 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 )
+
+// fromWatchCache has the API server answer a list from its watch cache
+// rather than from etcd: the gates are re-checked every 30 s while they
+// hold, and need no quorum read.
+var fromWatchCache = &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
+
+// errEmptySelector refuses a podSelector that selects every pod.
+var errEmptySelector = errors.New("podSelector is empty and would select every pod of the cluster: give matchLabels or matchExpressions")
 
 // blockingPods finds, for each of nodes, one matching pod that runs on
 // it (namespace/name, the first by name), among pods that have not
@@ -21,6 +30,9 @@ func (e *Evaluator) blockingPods(ctx context.Context, g *v1alpha1.BlockingPodsGa
 	if err != nil {
 		return nil, fmt.Errorf("podSelector: %w", err)
 	}
+	if sel.Empty() {
+		return nil, errEmptySelector
+	}
 	var namespaces map[string]bool
 	if g.NamespaceSelector != nil {
 		nsSel, err := metav1.LabelSelectorAsSelector(g.NamespaceSelector)
@@ -28,8 +40,8 @@ func (e *Evaluator) blockingPods(ctx context.Context, g *v1alpha1.BlockingPodsGa
 			return nil, fmt.Errorf("namespaceSelector: %w", err)
 		}
 		var nsList corev1.NamespaceList
-		if err := e.Reader.List(ctx, &nsList, client.MatchingLabelsSelector{Selector: nsSel}); err != nil {
-			return nil, fmt.Errorf("cannot list the namespaces: %w", err)
+		if err := e.Reader.List(ctx, &nsList, fromWatchCache, client.MatchingLabelsSelector{Selector: nsSel}); err != nil {
+			return nil, safeError("cannot list the namespaces", err, apiFailure(ctx, err))
 		}
 		namespaces = make(map[string]bool, len(nsList.Items))
 		for _, ns := range nsList.Items {
@@ -41,8 +53,8 @@ func (e *Evaluator) blockingPods(ctx context.Context, g *v1alpha1.BlockingPodsGa
 		want[n] = true
 	}
 	var pods corev1.PodList
-	if err := e.Reader.List(ctx, &pods, client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return nil, fmt.Errorf("cannot list the pods: %w", err)
+	if err := e.Reader.List(ctx, &pods, fromWatchCache, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, safeError("cannot list the pods", err, apiFailure(ctx, err))
 	}
 	found := map[string]string{}
 	for i := range pods.Items {

@@ -11,11 +11,11 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
@@ -48,48 +48,65 @@ type PrometheusAPI interface {
 	Query(ctx context.Context, q string) (QueryResult, error)
 }
 
-// prometheus evaluates a Prometheus gate: "" when it passes.
-func (e *Evaluator) prometheus(ctx context.Context, g *v1alpha1.PrometheusGate) string {
+// prometheus evaluates a Prometheus gate: "" when it passes, else why
+// it holds, and the detail for the log.
+func (e *Evaluator) prometheus(ctx context.Context, g *v1alpha1.PrometheusGate) (msg, detail string) {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout())
 	defer cancel()
 	api, closeAPI, err := e.prometheusClient(ctx, g)
 	if err != nil {
-		return err.Error()
+		return unevaluated(err)
 	}
 	defer closeAPI()
-	return CheckPrometheus(ctx, api, g)
+	return checkPrometheus(ctx, api, g)
+}
+
+// unevaluated is the message and detail of a gate that could not be
+// evaluated.
+func unevaluated(err error) (msg, detail string) {
+	msg = "could not be evaluated: " + err.Error()
+	var d *detailed
+	if errors.As(err, &d) {
+		detail = d.detail
+	}
+	return msg, detail
 }
 
 // CheckPrometheus asks api what g asks: "" when the gate passes, else
 // why it holds.
 func CheckPrometheus(ctx context.Context, api PrometheusAPI, g *v1alpha1.PrometheusGate) string {
+	msg, _ := checkPrometheus(ctx, api, g)
+	return msg
+}
+
+func checkPrometheus(ctx context.Context, api PrometheusAPI, g *v1alpha1.PrometheusGate) (msg, detail string) {
 	if g.Alerts != nil {
 		alerts, err := api.Alerts(ctx)
 		if err != nil {
-			return "cannot list the alerts: " + err.Error()
+			return unevaluated(fmt.Errorf("cannot list the alerts: %w", err))
 		}
 		firing, err := FiringAlerts(g.Alerts, alerts)
 		if err != nil {
-			return err.Error()
+			return err.Error(), ""
 		}
 		if len(firing) > 0 {
-			return "firing: " + strings.Join(firing, ", ")
+			return "firing: " + strings.Join(firing, ", "), ""
 		}
-		return ""
+		return "", ""
 	}
 	res, err := api.Query(ctx, g.Query)
 	if err != nil {
-		return fmt.Sprintf("cannot run the query %s: %v", g.Query, err)
+		return unevaluated(fmt.Errorf("cannot run the query %s: %w", g.Query, err))
 	}
 	switch res.Type {
 	case "vector", "matrix":
 	default:
-		return fmt.Sprintf("the query %s returned a %s, want an empty vector", g.Query, res.Type)
+		return fmt.Sprintf("the query %s returned a %s, want an empty vector", g.Query, res.Type), ""
 	}
 	if res.Series > 0 {
-		return fmt.Sprintf("the query %s returned %d series, the first %s", g.Query, res.Series, labelString(res.First))
+		return fmt.Sprintf("the query %s returned %d series, the first %s", g.Query, res.Series, labelString(res.First)), ""
 	}
-	return ""
+	return "", ""
 }
 
 // maxAlertsNamed bounds how many alerts a message names.
@@ -186,9 +203,13 @@ type envelope struct {
 func (a *httpAPI) get(ctx context.Context, path string, q url.Values, out any) error {
 	u := a.base.JoinPath(path)
 	u.RawQuery = q.Encode()
+	// Messages name the server and path as the gate's author wrote them,
+	// and what went wrong by its kind; the server's own words (and Go's,
+	// which quote it) go to the detail only.
+	where := a.base.Redacted() + " " + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return err
+		return safeError(where, err, "invalid request")
 	}
 	req.Header.Set("Accept", "application/json")
 	if a.token != "" {
@@ -196,28 +217,37 @@ func (a *httpAPI) get(ctx context.Context, path string, q url.Values, out any) e
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return err
+		return safeError(where, err, httpFailure(ctx, err))
 	}
 	defer resp.Body.Close()
+	status := fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
 	if err != nil {
-		return fmt.Errorf("read %s: %w", u.Redacted(), err)
+		return safeError(where, err, "reading the answer: "+httpFailure(ctx, err))
 	}
 	if len(body) > maxResponse {
-		return fmt.Errorf("%s answered more than %d bytes", u.Redacted(), maxResponse)
+		return fmt.Errorf("%s answered more than %d bytes", where, maxResponse)
 	}
 	var env envelope
 	if err := json.Unmarshal(body, &env); err != nil {
-		return fmt.Errorf("%s answered %s, not the Prometheus API's JSON", u.Redacted(), resp.Status)
+		return fmt.Errorf("%s answered %s, not the Prometheus API's JSON", where, status)
 	}
 	if env.Status != "success" {
-		return fmt.Errorf("%s answered %s: %s: %s", u.Redacted(), resp.Status, env.ErrorType, env.Error)
+		msg := fmt.Sprintf("%s answered %s", where, status)
+		if errorType.MatchString(env.ErrorType) {
+			msg += ": " + env.ErrorType
+		}
+		return &detailed{msg: msg, detail: env.ErrorType + ": " + env.Error}
 	}
 	if err := json.Unmarshal(env.Data, out); err != nil {
-		return fmt.Errorf("%s: %w", u.Redacted(), err)
+		return safeError(where, err, "not the Prometheus API's data")
 	}
 	return nil
 }
+
+// errorType is what a Prometheus errorType looks like (bad_data,
+// timeout, ...): only such a word of an error answer is shown.
+var errorType = regexp.MustCompile(`^[a-z_]{1,32}$`)
 
 func (a *httpAPI) Alerts(ctx context.Context) ([]Alert, error) {
 	var data struct {
@@ -256,6 +286,9 @@ func (a *httpAPI) Query(ctx context.Context, q string) (QueryResult, error) {
 // prometheusClient builds the API for g: its CA and token read from the
 // evaluator's namespace. The returned func releases its connections.
 func (e *Evaluator) prometheusClient(ctx context.Context, g *v1alpha1.PrometheusGate) (PrometheusAPI, func(), error) {
+	if err := credentialsOverHTTPS(g); err != nil {
+		return nil, nil, err
+	}
 	var tr *http.Transport
 	if e.Transport != nil {
 		tr = e.Transport.Clone()
@@ -291,6 +324,23 @@ func (e *Evaluator) prometheusClient(ctx context.Context, g *v1alpha1.Prometheus
 	return api, tr.CloseIdleConnections, nil
 }
 
+// errTokenOverHTTP refuses a bearer token to a URL that is not https: it
+// would cross the network in the clear.
+var errTokenOverHTTP = errors.New("bearerTokenSecret is set but url is not https: a token is sent only over https")
+
+// credentialsOverHTTPS refuses a gate that would send its token in the
+// clear.
+func credentialsOverHTTPS(g *v1alpha1.PrometheusGate) error {
+	if g.BearerTokenSecret == nil {
+		return nil
+	}
+	u, err := url.Parse(g.URL)
+	if err != nil || u.Scheme != "https" {
+		return errTokenOverHTTP
+	}
+	return nil
+}
+
 // caBundle reads a CA bundle; what names where it came from.
 func (e *Evaluator) caBundle(ctx context.Context, src *v1alpha1.CABundleSource) ([]byte, string, error) {
 	if ref := src.SecretKeyRef; ref != nil {
@@ -306,8 +356,8 @@ func (e *Evaluator) caBundle(ctx context.Context, src *v1alpha1.CABundleSource) 
 	}
 	what := fmt.Sprintf("key %s of ConfigMap %s/%s", ref.Key, e.Namespace, ref.Name)
 	var cm corev1.ConfigMap
-	if err := e.Reader.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: ref.Name}, &cm); err != nil {
-		return nil, "", fmt.Errorf("ca: %s: %w", what, notFoundPlain(err))
+	if err := e.credentials().Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: ref.Name}, &cm); err != nil {
+		return nil, "", safeError("ca: "+what, err, apiFailure(ctx, err))
 	}
 	if v, ok := cm.Data[ref.Key]; ok {
 		return []byte(v), what, nil
@@ -318,26 +368,27 @@ func (e *Evaluator) caBundle(ctx context.Context, src *v1alpha1.CABundleSource) 
 	return nil, "", fmt.Errorf("ca: %s: no such key", what)
 }
 
-// secretKey reads one key of a Secret in the evaluator's namespace. Its
-// errors name the Secret and key, never the value.
+// secretKey reads one key of a Secret in the evaluator's namespace that
+// an admin labelled for gates (v1alpha1.GateCredentialsLabel=true): an
+// unlabelled Secret is never fetched, and is refused in the same words as
+// a missing one, so that a gate cannot tell the two apart. Its errors
+// name the Secret and key, never the value.
 func (e *Evaluator) secretKey(ctx context.Context, name, key string) ([]byte, string, error) {
 	what := fmt.Sprintf("key %s of Secret %s/%s", key, e.Namespace, name)
-	var s corev1.Secret
-	if err := e.Reader.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: name}, &s); err != nil {
-		return nil, "", fmt.Errorf("%s: %w", what, notFoundPlain(err))
+	var list corev1.SecretList
+	err := e.credentials().List(ctx, &list, client.InNamespace(e.Namespace),
+		client.MatchingLabels{v1alpha1.GateCredentialsLabel: "true"},
+		client.MatchingFields{"metadata.name": name})
+	if err != nil {
+		return nil, "", safeError(what, err, apiFailure(ctx, err))
 	}
-	v, ok := s.Data[key]
+	if len(list.Items) != 1 {
+		return nil, "", fmt.Errorf("%s: no Secret of that name is labelled %s=true (only Secrets an admin labels for gates are read)",
+			what, v1alpha1.GateCredentialsLabel)
+	}
+	v, ok := list.Items[0].Data[key]
 	if !ok {
 		return nil, "", fmt.Errorf("%s: no such key", what)
 	}
 	return v, what, nil
-}
-
-// notFoundPlain says "not found" for a missing object, which the API's
-// own message says at length.
-func notFoundPlain(err error) error {
-	if apierrors.IsNotFound(err) {
-		return errors.New("not found")
-	}
-	return err
 }

@@ -60,7 +60,7 @@ func TestCheckPrometheus(t *testing.T) {
 	// What cannot be evaluated holds, and says so.
 	t.Run("a query Prometheus refuses", func(t *testing.T) {
 		got := CheckPrometheus(context.Background(), api, &v1alpha1.PrometheusGate{Query: "up{"})
-		if !strings.HasPrefix(got, "cannot run the query up{: ") || !strings.Contains(got, "400 Bad Request: bad_data") {
+		if !strings.HasPrefix(got, "could not be evaluated: cannot run the query up{: ") || !strings.HasSuffix(got, "answered 400 Bad Request: bad_data") {
 			t.Errorf("got %q", got)
 		}
 	})
