@@ -198,13 +198,20 @@ func run(o options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the build controller: %w", err)
 	}
+	// The gates read kinds nobody watches (any CEL object, the pods of
+	// blockingPods gates): uncached, so that no informer needs list and
+	// watch on them, and as the gate identity, so that a pool's author
+	// reads through a gate only what an admin granted for gates. The
+	// Prometheus CA and token are the controller's own reads, of Secrets
+	// labelled for gates only.
+	gateReader, err := gate.NewReader(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()}, namespace)
+	if err != nil {
+		return err
+	}
 	if err := (&node.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("strata-rollout"),
-		// The gates read kinds nobody watches (any CEL object, pods on
-		// every node, the Prometheus CA and token): uncached, so that
-		// no informer needs list and watch on them.
-		Gates: &gate.Evaluator{Reader: mgr.GetAPIReader(), Namespace: namespace},
+		Gates:    &gate.Evaluator{Reader: gateReader, Credentials: mgr.GetAPIReader(), Namespace: namespace},
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the rollout controller: %w", err)
 	}

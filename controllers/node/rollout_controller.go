@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -61,8 +62,22 @@ type Reconciler struct {
 	// node's write the API server did not answer): tries back off from
 	// half a second, doubling, up to this. Zero is retry.DefaultMaxDelay.
 	MaxRetryDelay time.Duration
+	// Workers is how many pools are reconciled at once; zero is
+	// DefaultWorkers.
+	Workers int
 
 	retries retry.Backoff
+}
+
+// DefaultWorkers is how many pools are reconciled at once by default:
+// enough that a few pools held by slow gates leave the rest going.
+const DefaultWorkers = 4
+
+func (r *Reconciler) workers() int {
+	if r.Workers <= 0 {
+		return DefaultWorkers
+	}
+	return r.Workers
 }
 
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigpools,verbs=get;list;watch
@@ -70,12 +85,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigs;machineosconfigs;machineosbuilds,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// Gates: blockingPods lists pods (the drain already may) and namespaces; a
-// Prometheus gate reads its CA and token from strata-system. A CEL gate's
-// object is granted by the admin (config/rbac/gate_reader_role.yaml).
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list
-// +kubebuilder:rbac:groups="",namespace=strata-system,resources=secrets;configmaps,verbs=get
+// What the gates read, and as whom: gates.go.
 
 // SetupWithManager registers the reconciler. A pool is reconciled when it
 // changes (its spec, or the rendered config the render controller sets),
@@ -89,6 +99,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("rollout").
+		// Pools are independent: one whose gates are slow (up to the
+		// evaluator's budget) must not hold the others' reconciles.
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers()}).
 		For(&v1alpha1.MachineConfigPool{}, builder.WithPredicates(poolChanged())).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfNode), builder.WithPredicates(nodeChanged())).
 		Watches(&v1alpha1.MachineOSConfig{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {

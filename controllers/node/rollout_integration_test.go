@@ -35,7 +35,11 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	testenv.RunMain(m, func(e *testenv.Env) error { env = e; return nil })
+	testenv.RunMain(m, func(e *testenv.Env) error {
+		env = e
+		// The gate identity (and the rest of the RBAC), as installed.
+		return e.Install(context.Background(), "config/rbac")
+	})
 }
 
 const timeout = 30 * time.Second
