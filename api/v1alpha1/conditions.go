@@ -170,6 +170,13 @@ const (
 	// resolve the base image's tag again now, instead of at the next
 	// interval; the controller removes it.
 	ResolveBaseAnnotation = Prefix + "resolve-base"
+	// InterruptAnnotation on a MachineOSBuild asks that the build stop:
+	// its inputs are no longer the MachineOSConfig's, and its value names
+	// the build that replaces it. The MachineOSConfig's controller sets it
+	// and takes it off when the build's inputs are current again; the
+	// MachineOSBuild's controller then stops the build (Interrupted), or
+	// starts an interrupted one again as a new attempt.
+	InterruptAnnotation = Prefix + "interrupt"
 	// CreatedAnnotation on a rendered MachineConfig or a MachineOSBuild
 	// records when the controller made it, to the nanosecond (RFC 3339):
 	// creationTimestamp has one-second resolution, and history must order
@@ -330,4 +337,7 @@ const (
 	// CEL expression that does not compile); no node is taken until it is
 	// fixed. The message names the field.
 	ReasonInvalidGate = "InvalidGate"
+	// ReasonInvalidSteps: spec.progressive's steps do not grow; no node is
+	// taken until they are fixed. The message names the step.
+	ReasonInvalidSteps = "InvalidSteps"
 )

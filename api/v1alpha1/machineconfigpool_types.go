@@ -113,6 +113,13 @@ type MachineConfigPoolSpec struct {
 	// +optional
 	Canary *Canary `json:"canary,omitempty"`
 
+	// progressive sends each new target to the pool in steps, each soaked
+	// and checked against a success threshold before the next starts; see
+	// the ProgressiveRollout type. It applies after the canary, if there
+	// is one. Absent, the pool is one step.
+	// +optional
+	Progressive *ProgressiveRollout `json:"progressive,omitempty"`
+
 	// topology spreads the rollout over groups of nodes that fail
 	// together (zones, racks), each with a budget of its own beside
 	// maxUnavailable, which still holds across groups; see the
@@ -197,6 +204,91 @@ type RolloutTopology struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=63
 	Groups []string `json:"groups,omitempty"`
+}
+
+// ProgressiveRollout is a rollout in steps. A step is done when its nodes
+// were all sent the target, none still updates, at least successThreshold
+// of the nodes sent so far run it, and its soak is over. Below the
+// threshold the rollout of that target halts (Updated=False, reason
+// RolloutHalted, naming the step and the failed nodes); a newer target
+// starts again from the first step. Steps must grow (each more nodes than
+// the one before, counts with counts and percentages with percentages):
+// the rollout controller refuses steps out of order with the pool's
+// Updated condition (reason InvalidSteps) naming the step, and takes no
+// node until they are fixed. (A CEL rule over the list exceeds the API
+// server's cost budget for validation.)
+type ProgressiveRollout struct {
+	// steps are the cumulative sizes of the rollout, in order: after step
+	// N, its nodes (a count, or a percentage of the pool rounded up) run
+	// the target. The pool's remaining nodes form a last step when the
+	// steps stop short of it.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	Steps []RolloutStep `json:"steps"`
+
+	// successThreshold is the share of the nodes sent the target so far
+	// that must run it for a step to succeed, a percentage. Defaults to
+	// 100%.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
+	// +kubebuilder:validation:XValidation:rule="type(self) == string && self.matches('^(100|[1-9]?[0-9])%$')",message="successThreshold must be a percentage from 0% to 100%"
+	SuccessThreshold *intstr.IntOrString `json:"successThreshold,omitempty"`
+}
+
+// ProgressiveStatus is a progressive rollout's progress.
+type ProgressiveStatus struct {
+	// step is the current step, from 1, of steps.
+	// +optional
+	Step int32 `json:"step,omitempty"`
+	// steps is how many steps the rollout has (a last step of the whole
+	// pool included when spec.progressive's steps stop short of it).
+	// +optional
+	Steps int32 `json:"steps,omitempty"`
+	// phase is Updating, Soaking, Failed (under the success threshold:
+	// the rollout halts) or Done.
+	// +optional
+	// +kubebuilder:validation:Enum=Updating;Soaking;Failed;Done
+	Phase string `json:"phase,omitempty"`
+	// targetConfig and targetImage are the target the progress is of.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	TargetConfig string `json:"targetConfig,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	TargetImage string `json:"targetImage,omitempty"`
+	// stepMachineCount is how many nodes run the target once the current
+	// step is done; sentMachineCount how many were sent it so far.
+	// +optional
+	StepMachineCount int32 `json:"stepMachineCount,omitempty"`
+	// +optional
+	SentMachineCount int32 `json:"sentMachineCount,omitempty"`
+	// soakStartedAt and soakUntil are the current step's soak.
+	// +optional
+	SoakStartedAt *metav1.Time `json:"soakStartedAt,omitempty"`
+	// +optional
+	SoakUntil *metav1.Time `json:"soakUntil,omitempty"`
+}
+
+// RolloutStep is one step of a progressive rollout.
+type RolloutStep struct {
+	// nodes is how many of the pool's nodes run the target once this step
+	// is done, counted from the rollout's start: a count, or a percentage
+	// of the pool, rounded up.
+	// +required
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')",message="nodes must be an integer of at least 1 or a percentage from 1% to 100%"
+	Nodes intstr.IntOrString `json:"nodes"`
+
+	// soakTime is how long the pool waits after this step is done before
+	// the next starts. Absent or 0s, none.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	SoakTime *metav1.Duration `json:"soakTime,omitempty"`
 }
 
 // UndrainableNodeBehavior values.
@@ -382,6 +474,11 @@ type MachineConfigPoolStatus struct {
 	// when the pool has no canary.
 	// +optional
 	Canary *CanaryStatus `json:"canary,omitempty"`
+
+	// progressive is where the progressive rollout (spec.progressive) of
+	// the current target stands: absent without one.
+	// +optional
+	Progressive *ProgressiveStatus `json:"progressive,omitempty"`
 
 	// conditions: Updated, Updating, Degraded, NodeDegraded, RenderDegraded,
 	// ImageBuildDegraded.

@@ -181,6 +181,9 @@ type scope struct {
 	// retry is set when the reconcile failed (an input that could not be
 	// read, a node that could not be written) and is tried again.
 	retry *retry.Attempt
+	// stepsInvalid says which step of spec.progressive does not grow;
+	// every node is held while it does.
+	stepsInvalid string
 	// released is what new nodes of a halted rollout start from
 	// (previousRelease); read only when the rollout is halted.
 	released *v1alpha1.NewNodeStatus
@@ -246,6 +249,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	s.planned = true
 	s.gates.invalid = gate.Validate(pool.Spec.Gates)
 	pp := planPool(pool, s.window, s.target.Target, now)
+	// Steps out of order hold every node, as an invalid gate does.
+	s.stepsInvalid = stepsError(pool.Spec.Progressive)
+	pp.Held = s.stepsInvalid != ""
 	s.result = plan.Plan(pp, s.target.Target, nodes.plan)
 	s.nodes = nodes.plan
 	// Gates are checked only when a node is about to be taken: a settled
@@ -253,7 +259,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(pool.Spec.Gates) > 0 && len(s.result.Actions) > 0 {
 		s.gates.checked = true
 		r.checkGates(ctx, s, nodes)
-		pp.Held = s.gates.held()
+		pp.Held = s.gates.held() || s.stepsInvalid != ""
 		s.result = plan.Plan(pp, s.target.Target, nodes.plan)
 	}
 	log.FromContext(ctx).V(1).Info("Planned the rollout", "targetConfig", s.target.Config, "targetImage", s.target.Image,
@@ -289,6 +295,11 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// Nor does a soak's end.
 	if c := s.result.Canary; c != nil && c.Phase == v1alpha1.CanarySoaking && c.SoakUntil.After(now) {
 		if d := c.SoakUntil.Sub(now); res.RequeueAfter == 0 || d < res.RequeueAfter {
+			res.RequeueAfter = d
+		}
+	}
+	if st := s.result.Step; st != nil && st.Phase == plan.StepSoaking && st.SoakUntil.After(now) {
+		if d := st.SoakUntil.Sub(now); res.RequeueAfter == 0 || d < res.RequeueAfter {
 			res.RequeueAfter = d
 		}
 	}
@@ -357,6 +368,7 @@ func planPool(pool *v1alpha1.MachineConfigPool, w windowState, target plan.Targe
 	if pool.Spec.StageAhead != nil {
 		p.StageAhead = int(max(*pool.Spec.StageAhead, 0))
 	}
+	p.Steps = planSteps(pool, target)
 	if c := pool.Spec.Canary; c != nil {
 		p.Canary = &plan.Canary{BySelector: c.NodeSelector != nil, Soak: c.SoakTime.Duration}
 		if c.Count != nil {

@@ -35,6 +35,7 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 	st.NewNodes = newNodes(st.NewNodes, s.target, pool.Spec.Paused, res.Halted, s.released)
 	st.StagedAheadMachineCount = res.StagedAheadCount
 	st.Canary = canaryStatus(s)
+	st.Progressive = progressiveStatus(s)
 
 	gen := pool.Generation
 	updated := metav1.Condition{Type: v1alpha1.PoolUpdated, ObservedGeneration: gen}
@@ -64,6 +65,18 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonRolloutHalted
 		updated.Message = fmt.Sprintf("The rollout of %s is halted: %d nodes failed during the canary or its soak, where one failure halts; %d of %d nodes updated",
 			what, failedOnTarget(res), res.UpdatedCount, res.MachineCount)
+	case res.Halted && res.Step != nil && res.Step.Phase == plan.StepFailed:
+		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonRolloutHalted
+		updated.Message = fmt.Sprintf("The rollout of %s is halted at step %d of %d: %d of the %d nodes sent run it, under the success threshold (%d needed); failed: %s",
+			what, res.Step.Index+1, res.Step.Count, res.Step.Updated, res.Step.Sent, res.Step.Needed, degradedNames(res))
+	case s.stepsInvalid != "":
+		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidSteps
+		updated.Message = fmt.Sprintf("No node is taken until the steps are fixed: %s; %d of %d nodes run %s",
+			s.stepsInvalid, res.UpdatedCount, res.MachineCount, what)
+	case res.Step != nil && res.Step.Phase == plan.StepSoaking:
+		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonRollingOut
+		updated.Message = fmt.Sprintf("Step %d of %d is done: %d of %d nodes run %s; soaking until %s, then step %d",
+			res.Step.Index+1, res.Step.Count, res.UpdatedCount, res.MachineCount, what, res.Step.SoakUntil.UTC().Format(time.RFC3339), res.Step.Index+2)
 	case res.QuarantineFull && !res.Halted:
 		updated.Status, updated.Reason = metav1.ConditionFalse, v1alpha1.ReasonDrainsBlocked
 		updated.Message = fmt.Sprintf("No other node is taken while %d nodes are quarantined with a blocked drain (maxBlockedNodes %d); %d of %d nodes run %s",
@@ -102,6 +115,9 @@ func setStatus(pool *v1alpha1.MachineConfigPool, s *scope) {
 		if len(res.Blocked) > 0 {
 			updated.Message += "; not taken, held by a gate: " + blockedNodes(s.gates, res.Blocked)
 		}
+	}
+	if st := res.Step; st != nil && st.Phase == plan.StepUpdating && !res.Updated {
+		updated.Message += fmt.Sprintf("; step %d of %d: %d of its %d nodes sent", st.Index+1, st.Count, st.Sent, st.Size)
 	}
 	if len(res.Quarantined) > 0 {
 		updated.Message += "; quarantined, drain blocked (tried again and again): " + heldNodes(res.Quarantined)
@@ -317,4 +333,13 @@ func groupProgress(groups []plan.GroupResult) string {
 		parts = append(parts, fmt.Sprintf("%s %d/%d", name, g.UpdatedCount, g.MachineCount))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// degradedNames lists the pool's Degraded nodes by name.
+func degradedNames(res plan.Result) string {
+	names := make([]string, 0, len(res.Degraded))
+	for _, d := range res.Degraded {
+		names = append(names, d.Node)
+	}
+	return listed(names)
 }

@@ -42,7 +42,7 @@ var (
 	Build   = Share{Manager: "strata-build", Conditions: []string{v1alpha1.PoolImageBuildDegraded}}
 	Rollout = Share{Manager: "strata-rollout",
 		Fields: []string{"machineCount", "updatedMachineCount", "readyMachineCount", "unavailableMachineCount", "degradedMachineCount",
-			"maintenanceWindow", "newNodes", "stagedAheadMachineCount", "canary"},
+			"maintenanceWindow", "newNodes", "stagedAheadMachineCount", "canary", "progressive"},
 		Conditions: []string{v1alpha1.PoolUpdated, v1alpha1.PoolUpdating, v1alpha1.PoolNodeDegraded}}
 	Aggregate = Share{Manager: "strata-pool-degraded", Conditions: []string{v1alpha1.PoolDegraded}}
 )

@@ -32,6 +32,9 @@ type Pool struct {
 	// Canary, when set, makes its nodes take a new target first and the
 	// rest wait for its soak (canary.go).
 	Canary *Canary
+	// Steps, when set, sends the target in progressive steps, each
+	// soaked and checked against a success threshold (steps.go).
+	Steps *Steps
 	// Topology, when set, gives each group of nodes (Node.Group) a
 	// budget of its own beside MaxUnavailable, and may take the groups
 	// one after another (topology.go).
@@ -166,6 +169,9 @@ type Result struct {
 	// Held lists the nodes still to be sent the target that an admin
 	// holds (Node.Hold), by name, with the hold's reason.
 	Held []NodeProblem
+	// Step is the progressive rollout's progress; nil without steps, or
+	// without a measured target.
+	Step *StepResult
 	// Groups are the topology's groups in the order a sequential rollout
 	// takes them; nil without a topology.
 	Groups []GroupResult
@@ -310,6 +316,20 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 		}
 		eligible, next = r.Canary.split(candidates)
 	}
+	if pool.Steps != nil && measured {
+		sent := int(r.MachineCount) - len(r.WaitingForDaemon) - len(candidates)
+		r.Step = stepPhase(pool.Steps, pool.Now, int(r.MachineCount), sent, int(r.UpdatedCount), inFlight)
+		if r.Step.Phase == StepFailed {
+			r.Halted = true
+		}
+		// The step bounds how many more nodes are sent, in turn.
+		// A held node is never taken: it does not use up the step.
+		if r.Step.allowance < len(eligible) {
+			eligible = slices.DeleteFunc(slices.Clone(eligible), func(c candidate) bool { return c.node.Hold != "" })
+			slices.SortFunc(eligible, byTurn)
+			eligible = eligible[:min(r.Step.allowance, len(eligible))]
+		}
+	}
 	var budget groupBudget
 	if measured {
 		r.Groups, budget = groups(pool.Topology, members, updatedSet)
@@ -334,7 +354,8 @@ func Plan(pool Pool, target Target, nodes []Node) Result {
 	}
 	r.PendingCount = int32(len(candidates) - len(r.Actions))
 	r.Updated = target.Waiting == "" && measured && r.UpdatedCount == r.MachineCount
-	soaking := r.Canary != nil && r.Canary.Phase == v1alpha1.CanarySoaking && !r.Halted
+	soaking := (r.Canary != nil && r.Canary.Phase == v1alpha1.CanarySoaking && !r.Halted) ||
+		(r.Step != nil && r.Step.Phase == StepSoaking)
 	r.Updating = !pool.Paused && (inFlight || len(r.Actions) > 0 || soaking)
 
 	slices.Sort(r.Conflicts)

@@ -56,6 +56,11 @@ type sim struct {
 	// the pool's status, and for which target.
 	soakStart  time.Time
 	soakTarget Target
+	// stepSoak is the step soak the controller recorded: its step, start
+	// and target.
+	stepSoakStep   int
+	stepSoakStart  time.Time
+	stepSoakTarget Target
 	// pulls are the downloads the daemons started this tick: "ahead"
 	// (stage ahead) or "update" (an update without its image staged).
 	pulls []string
@@ -181,6 +186,12 @@ func (s *sim) record(tick int, r Result) {
 			fmt.Fprintf(&s.out, " active %s", groupName(r.ActiveGroup))
 		}
 	}
+	if st := r.Step; st != nil {
+		fmt.Fprintf(&s.out, " step %d/%d %s sent %d/%d updated %d need %d", st.Index+1, st.Count, st.Phase, st.Sent, st.Size, st.Updated, st.Needed)
+		if !st.SoakUntil.IsZero() {
+			fmt.Fprintf(&s.out, " soak %s-%s", st.SoakStartedAt.Format("15:04"), st.SoakUntil.Format("15:04"))
+		}
+	}
 	if len(r.Quarantined) > 0 {
 		var q []string
 		for _, h := range r.Quarantined {
@@ -247,6 +258,14 @@ func (s *sim) plan(tick int) Result {
 		}
 		pool.Canary = &c
 	}
+	if pool.Steps != nil {
+		st := *pool.Steps
+		st.SoakStep, st.SoakStartedAt = 0, time.Time{}
+		if s.stepSoakTarget == s.target {
+			st.SoakStep, st.SoakStartedAt = s.stepSoakStep, s.stepSoakStart
+		}
+		pool.Steps = &st
+	}
 	return Plan(pool, s.target, s.plain())
 }
 
@@ -269,6 +288,9 @@ func (s *sim) apply(r Result) {
 	}
 	if c := r.Canary; c != nil && !c.SoakStartedAt.IsZero() {
 		s.soakStart, s.soakTarget = c.SoakStartedAt, s.target
+	}
+	if st := r.Step; st != nil && !st.SoakStartedAt.IsZero() {
+		s.stepSoakStep, s.stepSoakStart, s.stepSoakTarget = st.Index, st.SoakStartedAt, s.target
 	}
 }
 
@@ -653,6 +675,34 @@ func TestRolloutGolden(t *testing.T) {
 				4:  {setDrainBlocked("w2", true)},
 				8:  {setDrainBlocked("w1", false)},
 				12: {setDrainBlocked("w2", false)},
+			},
+		},
+		{
+			name: "steps-1-40-100",
+			about: "5 nodes, maxUnavailable 2, steps 1 / 40% / 100%, each soaked 2 minutes (a tick\n" +
+				"# is a minute), threshold 100%: w1, soak, w2, soak, then the rest two at a time.",
+			pool: Pool{Name: "worker", MaxUnavailable: num(2), Steps: &Steps{Steps: []Step{
+				{Size: num(1), Soak: 2 * time.Minute},
+				{Size: ptr(intstr.FromString("40%")), Soak: 2 * time.Minute},
+				{Size: ptr(intstr.FromString("100%"))},
+			}}},
+			target: tB,
+			nodes:  workers(5),
+		},
+		{
+			name: "steps-threshold-fails",
+			about: "6 nodes, maxUnavailable 2, maxFailedNodes 3, steps 2 / 100%, threshold 60%: B fails\n" +
+				"# on w1, so 1 of the step's 2 nodes runs it, under 60%: the rollout halts at the step.\n" +
+				"# A fixed C restarts it from the first step.",
+			pool: Pool{Name: "worker", MaxUnavailable: num(2), MaxFailedNodes: 3, Steps: &Steps{
+				Steps:            []Step{{Size: num(2)}, {Size: ptr(intstr.FromString("100%"))}},
+				SuccessThreshold: ptr(intstr.FromString("60%")),
+			}},
+			target:  tB,
+			nodes:   workers(6),
+			failing: map[string]string{"w1": imgB},
+			events: map[int][]event{
+				7: {setTarget("new build: target c3/C", tC)},
 			},
 		},
 		{
