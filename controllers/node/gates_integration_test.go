@@ -320,7 +320,9 @@ func TestSlowGateHoldsOnlyItsPool(t *testing.T) {
 		firstDone = true
 		mu.Unlock()
 	}))
-	defer slow.Close()
+	// Closed after the manager stops (cleanups run last first), which
+	// cancels the request still waiting.
+	t.Cleanup(slow.Close)
 	slowPool := newFixture(t, "ss", 1, func(p *v1alpha1.MachineConfigPool) {
 		p.Spec.Gates = []v1alpha1.RolloutGate{{Name: "slow", Prometheus: &v1alpha1.PrometheusGate{URL: slow.URL, Query: "up == 0"}}}
 	})
