@@ -76,6 +76,28 @@ func TestGatesAdmission(t *testing.T) {
 			g[2].CEL.Expression = ""
 			return g
 		}, []string{"spec.gates[2].cel.expression"}},
+		// What no gate may do, refused at admission too (the controller
+		// refuses it as well: internal/gate.Validate).
+		{"a token to an http URL", func(g []v1alpha1.RolloutGate) []v1alpha1.RolloutGate {
+			g[0].Prometheus.URL = "http://prometheus.monitoring.svc:9090"
+			return g
+		}, []string{"spec.gates[0].prometheus.url", "a bearer token is sent only over https"}},
+		{"a CEL gate over a Secret", func(g []v1alpha1.RolloutGate) []v1alpha1.RolloutGate {
+			g[2].CEL = &v1alpha1.CELGate{APIVersion: "v1", Kind: "Secret", Namespace: "strata-system", Name: "signing", Expression: "true"}
+			return g
+		}, []string{"spec.gates[2].cel.kind", "a CEL gate may not read a Secret"}},
+		{"a CEL gate over a secret, in lower case", func(g []v1alpha1.RolloutGate) []v1alpha1.RolloutGate {
+			g[2].CEL.APIVersion, g[2].CEL.Kind = "v1", "secret"
+			return g
+		}, []string{"spec.gates[2].cel.kind", "a CEL gate may not read a Secret"}},
+		{"a selector of every pod", func(g []v1alpha1.RolloutGate) []v1alpha1.RolloutGate {
+			g[3].BlockingPods.PodSelector = metav1.LabelSelector{}
+			return g
+		}, []string{"spec.gates[3].blockingPods.podSelector", "podSelector must not be empty"}},
+		{"a selector of no labels", func(g []v1alpha1.RolloutGate) []v1alpha1.RolloutGate {
+			g[3].BlockingPods.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{}, MatchExpressions: []metav1.LabelSelectorRequirement{}}
+			return g
+		}, []string{"spec.gates[3].blockingPods.podSelector", "podSelector must not be empty"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

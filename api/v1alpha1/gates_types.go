@@ -50,6 +50,7 @@ type RolloutGate struct {
 // PrometheusGate asks a Prometheus server, through its HTTP API, whether
 // the rollout may go on: exactly one of alerts and query is set.
 // +kubebuilder:validation:XValidation:rule="has(self.alerts) != has(self.query)",message="exactly one of alerts and query must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.bearerTokenSecret) || (isURL(self.url) && url(self.url).getScheme() == 'https')",message="a bearer token is sent only over https: url must be https when bearerTokenSecret is set",fieldPath=".url"
 type PrometheusGate struct {
 	// url is the Prometheus server's base URL, such as
 	// https://prometheus.monitoring:9090; the gate calls /api/v1/alerts or
@@ -135,6 +136,7 @@ type CABundleSource struct {
 // When the expression fails, the pool's status says only the kind of
 // error (a missing key, say), not the error's text, which could quote
 // the object's data.
+// +kubebuilder:validation:XValidation:rule="!(self.apiVersion == 'v1' && self.kind.lowerAscii() == 'secret')",message="a CEL gate may not read a Secret",fieldPath=".kind"
 type CELGate struct {
 	// apiVersion is the object's group and version, such as
 	// ceph.rook.io/v1, or v1 for the core group.
@@ -176,6 +178,7 @@ type CELGate struct {
 // BlockingPodsGate keeps a node from being taken while a pod that matches
 // runs on it (a pod bound to the node that has not finished), like kured's
 // --blocking-pod-selector.
+// +kubebuilder:validation:XValidation:rule="(has(self.podSelector.matchLabels) && size(self.podSelector.matchLabels) > 0) || (has(self.podSelector.matchExpressions) && size(self.podSelector.matchExpressions) > 0)",message="podSelector must not be empty: it would select every pod of the cluster",fieldPath=".podSelector"
 type BlockingPodsGate struct {
 	// podSelector selects the blocking pods by label. It must not be
 	// empty: a selector of every pod is refused, and holds the pool.
