@@ -631,6 +631,18 @@ func TestRolloutGolden(t *testing.T) {
 			nodes:  inZones(workers(6), "a", "a", "b", "b", "c", "c"),
 		},
 		{
+			name: "topology-failure-settles",
+			about: "4 nodes in zones a, b; maxUnavailable 2, 1 per zone, maxFailedNodes 3. B fails on w1,\n" +
+				"# which rolls back and is Ready: settled, it no longer uses up zone a, so w2 follows.",
+			pool:    Pool{Name: "worker", MaxUnavailable: num(2), MaxFailedNodes: 3, Topology: &Topology{MaxUnavailable: num(1)}},
+			target:  tB,
+			nodes:   inZones(workers(4), "a", "a", "b", "b"),
+			failing: map[string]string{"w1": imgB},
+			events: map[int][]event{
+				9: {setTarget("new build: target c3/C", tC)},
+			},
+		},
+		{
 			name: "topology-sequential",
 			about: "6 nodes in zones a, b, c; maxUnavailable 2, one zone after another, c first:\n" +
 				"# c, then a, then b (by name); the pool-wide maxUnavailable holds within a zone.",

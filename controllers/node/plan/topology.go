@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/strata-dev/strata/api/v1alpha1"
 )
 
 // Topology spreads a rollout over groups of nodes that fail together
@@ -58,8 +60,11 @@ func groups(t *Topology, nodes []*Node, updated map[string]bool) ([]GroupResult,
 		}
 		g.MachineCount++
 		// A quarantined node runs its pods: it does not use up its
-		// group's budget either.
-		if unavailable(n) && !n.DrainBlocked {
+		// group's budget either; nor does a failed one that is Ready (it
+		// rolled back and runs its previous image: settled, it counts
+		// toward maxFailedNodes), or one failure would stop its group
+		// for good under a budget of 1.
+		if unavailable(n) && !n.DrainBlocked && !(n.State == v1alpha1.NodeStateDegraded && n.Ready) {
 			g.UnavailableCount++
 		}
 		if updated[n.Name] {
