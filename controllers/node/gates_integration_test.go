@@ -237,18 +237,25 @@ const secretValue = "passphrase-of-the-signing-key-5c1e"
 
 // TestCELGateOverASecretIsRefused: the review's attack, an expression
 // whose error quotes the value it failed on, over a Secret of
-// strata-system. The gate is invalid, no node is taken, and nothing of
-// the Secret reaches the pool's status or Events.
+// strata-system. The API server refuses it as written; spelt so that the
+// CRD's rule misses it (apiVersion "/v1" is the core group too), the
+// controller refuses it: the gate is invalid, no node is taken, and
+// nothing of the Secret reaches the pool's status or Events.
 func TestCELGateOverASecretIsRefused(t *testing.T) {
 	ctx := context.Background()
 	must(t, env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: installNamespace, Name: "cs-signing"},
 		Data: map[string][]byte{"passphrase": []byte(secretValue)}}))
-	f := newFixture(t, "cs", 2, func(p *v1alpha1.MachineConfigPool) {
-		p.Spec.Gates = []v1alpha1.RolloutGate{{Name: "leak", CEL: &v1alpha1.CELGate{
-			APIVersion: "v1", Kind: "Secret", Namespace: installNamespace, Name: "cs-signing",
+	leak := func(apiVersion string) []v1alpha1.RolloutGate {
+		return []v1alpha1.RolloutGate{{Name: "leak", CEL: &v1alpha1.CELGate{
+			APIVersion: apiVersion, Kind: "Secret", Namespace: installNamespace, Name: "cs-signing",
 			Expression: `{}[object.data['passphrase']] == ''`,
 		}}}
-	})
+	}
+	refused := &v1alpha1.MachineConfigPool{ObjectMeta: metav1.ObjectMeta{Name: "cs-refused"}, Spec: v1alpha1.MachineConfigPoolSpec{Gates: leak("v1")}}
+	if err := env.Client.Create(ctx, refused); err == nil || !strings.Contains(err.Error(), "spec.gates[0].cel.kind: Invalid value: a CEL gate may not read a Secret") {
+		t.Errorf("the API server answered %v, want the Secret gate refused", err)
+	}
+	f := newFixture(t, "cs", 2, func(p *v1alpha1.MachineConfigPool) { p.Spec.Gates = leak("/v1") })
 	f.layer("rendered-cs-1", image('a'))
 	startGatedController(t)
 
