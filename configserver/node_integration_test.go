@@ -2,12 +2,22 @@ package configserver
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr/funcr"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -172,5 +182,82 @@ func TestNodeServerServesOnlyTheCallersOwn(t *testing.T) {
 	}
 	if l := logs.String(); strings.Contains(l, onA) || strings.Contains(l, "secret-of") {
 		t.Errorf("the log holds a token or a secret:\n%s", l)
+	}
+}
+
+// TestNodeClientReadsItsOwnThroughTheServer: the daemon's client reads
+// its node's rendered config and pull secret over TLS with the token
+// and CA files it is given, a renewed token included, and another
+// pool's config is an error that carries no content.
+func TestNodeClientReadsItsOwnThroughTheServer(t *testing.T) {
+	ctx := context.Background()
+	create(t,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "strata-system"}},
+		&v1alpha1.MachineConfig{
+			ObjectMeta: metav1.ObjectMeta{Name: "rendered-nc-1", Labels: map[string]string{v1alpha1.PoolLabel: "nc"}},
+			Spec:       v1alpha1.MachineConfigSpec{Config: runtime.RawExtension{Raw: []byte(`{"ignition":{"version":"3.4.0"}}`)}},
+		},
+		&v1alpha1.MachineConfig{
+			ObjectMeta: metav1.ObjectMeta{Name: "rendered-nd-1", Labels: map[string]string{v1alpha1.PoolLabel: "nd"}},
+			Spec:       v1alpha1.MachineConfigSpec{Config: runtime.RawExtension{Raw: []byte(`{"ignition":{"version":"3.4.0"},"passwd":{}}`)}},
+		},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "strata-nodes", Name: "pull-nc"},
+			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-c", Annotations: map[string]string{
+			v1alpha1.NodePoolAnnotation:        "nc",
+			v1alpha1.DesiredConfigAnnotation:   "rendered-nc-1",
+			v1alpha1.ImagePullSecretAnnotation: "pull-nc",
+		}}},
+	)
+	srv := httptest.NewTLSServer(&NodeServer{
+		Client: env.Client, Nodes: env.Client, Reviews: env.Client,
+		NodeNamespace: "strata-nodes",
+		DaemonUser:    DaemonUser("strata-system", "strata-daemon"),
+		Log:           funcr.New(func(p, a string) { t.Log(p, a) }, funcr.Options{}),
+	})
+	defer srv.Close()
+	dir := t.TempDir()
+	caFile, tokenFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "token")
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenFile, []byte(boundToken(t, "strata-daemon", "node-c", NodeTokenAudience)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &NodeClient{URL: srv.URL, CAFile: caFile, TokenFile: tokenFile}
+	mc, err := c.MachineConfig(ctx, "rendered-nc-1")
+	if err != nil || mc.Name != "rendered-nc-1" || string(mc.Spec.Config.Raw) != `{"ignition":{"version":"3.4.0"}}` {
+		t.Fatalf("MachineConfig = %+v, %v; want rendered-nc-1", mc, err)
+	}
+	if data, err := c.PullSecret(ctx, "pull-nc"); err != nil || string(data) != `{"auths":{}}` {
+		t.Fatalf("PullSecret = %q, %v", data, err)
+	}
+	if _, err := c.MachineConfig(ctx, "rendered-nd-1"); err == nil || !strings.Contains(err.Error(), "403") || strings.Contains(err.Error(), "passwd") {
+		t.Errorf("another pool's config: %v, want a 403 without its content", err)
+	}
+	// The kubelet renewed the token: the next request sends the new one.
+	if err := os.WriteFile(tokenFile, []byte("renewed-but-not-a-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PullSecret(ctx, "pull-nc"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("with a token that is none: %v, want 401", err)
+	}
+	// Another CA: the server is not trusted.
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "another CA"}, IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PullSecret(ctx, "pull-nc"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("with another CA: %v, want a certificate error", err)
 	}
 }

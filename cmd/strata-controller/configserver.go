@@ -41,6 +41,7 @@ type configServerOptions struct {
 	nodeNamespace string
 	daemonSet     string
 	daemonImage   string
+	daemonAccount string
 	metricsAddr   string
 	probeAddr     string
 	secureMetrics bool
@@ -66,6 +67,7 @@ prints the pointer Ignition that fetches it.`,
 	f.StringVar(&o.tlsSecret, "tls-secret", v1alpha1.ConfigServerTLSSecret, "kubernetes.io/tls Secret in strata-config-server with the serving certificate (default: the one strata-controller issues and renews)")
 	f.StringVar(&o.nodeNamespace, "node-pull-secret-namespace", pullsecret.DefaultNodeNamespace, "namespace of the node pull secrets")
 	f.StringVar(&o.daemonSet, "daemon-set", "strata-daemon", "the strata-daemon DaemonSet in strata-system, whose image the first boot runs (the server's Role may get only strata-daemon)")
+	f.StringVar(&o.daemonAccount, "daemon-service-account", "strata-daemon", "the daemons' ServiceAccount in strata-system: only its tokens, bound to a pod on a Node, read that Node's rendered configs and pull secret at "+configserver.NodePathPrefix)
 	f.StringVar(&o.daemonImage, "daemon-image", "", "the strata-daemon image the first boot runs (default: the --daemon-set's)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address the Prometheus metrics endpoint binds to; 0 disables it")
 	f.BoolVar(&o.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authorizes for GET /metrics")
@@ -120,15 +122,27 @@ func runConfigServer(o configServerOptions) error {
 		return "", fmt.Errorf("daemon set %s/%s has no container named daemon", namespace, o.daemonSet)
 	}
 	certs := &configserver.CertSource{Reader: mgr.GetAPIReader(), Key: client.ObjectKey{Namespace: v1alpha1.ConfigServerNamespace, Name: o.tlsSecret}}
+	mux := http.NewServeMux()
+	mux.Handle("/", &configserver.Server{
+		Client:        mgr.GetClient(),
+		Namespace:     v1alpha1.ConfigServerNamespace,
+		NodeNamespace: o.nodeNamespace,
+		DaemonImage:   daemonImage,
+		Log:           log,
+	})
+	// Running nodes' daemons read their own inputs here, not from the
+	// API server (configserver.NodeServer).
+	mux.Handle(configserver.NodePathPrefix, &configserver.NodeServer{
+		Client:        mgr.GetClient(),
+		Nodes:         mgr.GetAPIReader(),
+		Reviews:       mgr.GetClient(),
+		NodeNamespace: o.nodeNamespace,
+		DaemonUser:    configserver.DaemonUser(namespace, o.daemonAccount),
+		Log:           log.WithName("node"),
+	})
 	srv := &http.Server{
-		Addr: o.addr,
-		Handler: &configserver.Server{
-			Client:        mgr.GetClient(),
-			Namespace:     v1alpha1.ConfigServerNamespace,
-			NodeNamespace: o.nodeNamespace,
-			DaemonImage:   daemonImage,
-			Log:           log,
-		},
+		Addr:    o.addr,
+		Handler: mux,
 		TLSConfig: &tls.Config{
 			MinVersion:     tls.VersionTLS12,
 			GetCertificate: certs.GetCertificate,
