@@ -109,6 +109,10 @@ test-heavy: infra ## Run the heavy packages (commands, rollouts and simulated no
 bench-memory: infra ## Print the peak RSS of 4 concurrent configuration-layer builds of the worst inputs (goal: under 200 MB).
 	go test ./test/memory -run '^$$' -bench PeakRSS -benchtime 1x -count 1
 
+.PHONY: bench-fleet
+bench-fleet: infra ## Roll an image out to 1,000 nodes in 3 zones (steps 1/5%/25%/100%, 1 per zone): wall time against the ideal, budget violations, writes per node, CPU, memory.
+	go test ./test/fleet -run '^$$' -bench FleetRollout -benchtime 1x -count 1 -timeout 30m
+
 ##@ Cluster
 
 # A real one-node cluster on this machine (etcd, kube-apiserver,

@@ -131,6 +131,7 @@ func planNode(n *corev1.Node, pools []string) plan.Node {
 	return plan.Node{
 		Name:          n.Name,
 		Ready:         isReady(n),
+		Cordoned:      n.Spec.Unschedulable,
 		Pools:         pools,
 		CurrentConfig: a[v1alpha1.CurrentConfigAnnotation],
 		CurrentImage:  a[v1alpha1.CurrentImageAnnotation],

@@ -201,7 +201,7 @@ func ForgetGatesExcept(pool string, keep map[string]bool) {
 // stay (a rate over them stays right).
 func ForgetPool(pool string) {
 	l := prometheus.Labels{"pool": pool}
-	for _, g := range []*prometheus.GaugeVec{PoolNodes, PoolUpdatedNodes, PoolDegraded, PoolGateHeld} {
+	for _, g := range []*prometheus.GaugeVec{PoolNodes, PoolUpdatedNodes, PoolSkippedNodes, PoolDegraded, PoolGateHeld} {
 		g.DeletePartialMatch(l)
 	}
 	held.Lock()

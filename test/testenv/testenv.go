@@ -145,7 +145,7 @@ func RunMain(m *testing.M, set func(*Env) error) {
 // StartManager runs a controller manager against the apiserver until the
 // test ends, or until stop is called (a crash, for restart tests). setup
 // registers the reconcilers under test.
-func (e *Env) StartManager(t *testing.T, opts ctrl.Options, setup func(ctrl.Manager) error) (stop func()) {
+func (e *Env) StartManager(t testing.TB, opts ctrl.Options, setup func(ctrl.Manager) error) (stop func()) {
 	t.Helper()
 	opts.Scheme = e.Scheme
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}

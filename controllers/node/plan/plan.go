@@ -66,6 +66,10 @@ type Target struct {
 type Node struct {
 	Name  string
 	Ready bool // the Node's Ready condition
+	// Cordoned: the Node is unschedulable. It counts as unavailable, as
+	// the Machine Config Operator counts it: no workload can land there,
+	// also in the moment between an update's end and its uncordon.
+	Cordoned bool
 	// Pools lists every pool whose nodeSelector selects the node. More
 	// than one is a conflict: the node is reported and never touched.
 	Pools []string
@@ -473,14 +477,14 @@ func stageAhead(candidates []candidate, taken []Action, n int) []Action {
 }
 
 // unavailable reports whether n cannot be counted on to run workloads: not
-// Ready, or its daemon is updating it, failed, or has not yet caught up
-// with what it was sent.
+// Ready, cordoned, or its daemon is updating it, failed, or has not yet
+// caught up with what it was sent.
 func unavailable(n *Node) bool {
 	switch n.State {
 	case v1alpha1.NodeStateWorking, v1alpha1.NodeStateRebooting, v1alpha1.NodeStateDegraded:
 		return true
 	}
-	return !n.Ready || pending(n)
+	return !n.Ready || n.Cordoned || pending(n)
 }
 
 // updating reports whether n's daemon still has work to do. A Degraded

@@ -64,7 +64,8 @@ func groups(t *Topology, nodes []*Node, updated map[string]bool) ([]GroupResult,
 		// rolled back and runs its previous image: settled, it counts
 		// toward maxFailedNodes), or one failure would stop its group
 		// for good under a budget of 1.
-		if unavailable(n) && !n.DrainBlocked && !(n.State == v1alpha1.NodeStateDegraded && n.Ready) {
+		settledFailure := n.State == v1alpha1.NodeStateDegraded && n.Ready
+		if unavailable(n) && !n.DrainBlocked && !settledFailure {
 			g.UnavailableCount++
 		}
 		if updated[n.Name] {
