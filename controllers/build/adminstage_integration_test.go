@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers/machineosbuild"
+	"github.com/strata-dev/strata/internal/buildinputs"
 	"github.com/strata-dev/strata/provenance"
 )
 
@@ -117,7 +119,7 @@ func TestAdminStageReusedOnlyByRecordedDigest(t *testing.T) {
 	y := f.digestOf(f.push(strings.TrimPrefix(tag, f.reg.Host+"/")))
 	f.setRendered("2")
 	b := waitCondition(t, waitNewBuild(t, "trust", a.Name).Name, v1alpha1.BuildSucceeded)
-	st := findStage(b, v1alpha1.BuildStageAdmin)
+	st := machineosbuild.FindStage(b, v1alpha1.BuildStageAdmin)
 	if st == nil || st.Image != x || !st.Reused {
 		t.Fatalf("build B's admin stage %+v, want %s (which the Job built) reused, not %s, which someone pushed to %s", st, x, y, tag)
 	}
@@ -129,7 +131,7 @@ func TestAdminStageReusedOnlyByRecordedDigest(t *testing.T) {
 	}
 	waitEvent(t, b.Name, "UntrustedAdminStage", tag, y)
 	_, xDigest, _ := strings.Cut(x, "@")
-	if m := f.provenanceMaterials(b)["adminStage"]; m.Digest["sha256"] != strings.TrimPrefix(xDigest, "sha256:") || m.URI != "oci://"+repository(tag) {
+	if m := f.provenanceMaterials(b)["adminStage"]; m.Digest["sha256"] != strings.TrimPrefix(xDigest, "sha256:") || m.URI != "oci://"+buildinputs.Repository(tag) {
 		t.Errorf("the provenance's adminStage material is %+v, want %s", m, x)
 	}
 	if r := recorded(t, getMOSC(t, "trust"), tag); r == nil || r.Image != x || r.Build != a.Name {
@@ -148,7 +150,7 @@ func TestAdminStageReusedOnlyByRecordedDigest(t *testing.T) {
 	waitEvent(t, c.Name, "UntrustedAdminStage", tag, z)
 	x2 := f.playAdminJob(c)
 	c = waitCondition(t, c.Name, v1alpha1.BuildSucceeded)
-	if st := findStage(c, v1alpha1.BuildStageAdmin); st == nil || st.Image != x2 || st.Reused || !strings.Contains(st.Message, z) {
+	if st := machineosbuild.FindStage(c, v1alpha1.BuildStageAdmin); st == nil || st.Image != x2 || st.Reused || !strings.Contains(st.Message, z) {
 		t.Errorf("build C's admin stage %+v, want %s built by its Job and a message naming %s", st, x2, z)
 	}
 	eventually(t, "the new admin stage recorded", func() error {
@@ -174,7 +176,7 @@ func TestAdminStageReusedOnlyByRecordedDigest(t *testing.T) {
 	waitCondition(t, e.Name, v1alpha1.BuildSucceeded)
 	f.setRendered("4")
 	g := waitCondition(t, waitNewBuild(t, "trust", a.Name, b.Name, c.Name, e.Name).Name, v1alpha1.BuildSucceeded)
-	if st := findStage(g, v1alpha1.BuildStageAdmin); st == nil || st.Image != x3 || !st.Reused {
+	if st := machineosbuild.FindStage(g, v1alpha1.BuildStageAdmin); st == nil || st.Image != x3 || !st.Reused {
 		t.Errorf("build G's admin stage %+v, want %s reused", st, x3)
 	}
 	eventually(t, "C's admin stage and its record collected", func() error {

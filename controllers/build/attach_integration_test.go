@@ -29,8 +29,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/builder/attest"
 	"github.com/strata-dev/strata/builder/job"
 	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/controllers/machineosbuild"
 	"github.com/strata-dev/strata/internal/referrers"
 	"github.com/strata-dev/strata/internal/registry"
 	"github.com/strata-dev/strata/internal/version"
@@ -159,13 +161,13 @@ func (f *fixture) expectedArtifacts(b *v1alpha1.MachineOSBuild) (sbomDoc, statem
 		f.t.Fatal(err)
 	}
 	var admin string
-	if st := findStage(b, v1alpha1.BuildStageAdmin); b.Status.Strategy == v1alpha1.ConfigLayerStrategy && st != nil && st.Image != b.Status.BaseImagePullSpec {
+	if st := machineosbuild.FindStage(b, v1alpha1.BuildStageAdmin); b.Status.Strategy == v1alpha1.ConfigLayerStrategy && st != nil && st.Image != b.Status.BaseImagePullSpec {
 		admin = st.Image
 	}
 	statement, err = provenance.Generate(provenance.Input{Image: repo, ImageDigest: digest, BaseImage: b.Status.BaseImagePullSpec, AdminStage: admin,
 		Pool: f.name, RenderedConfig: rendered.Name, MachineOSConfig: mosc.Name, MachineOSConfigGeneration: mosc.Generation,
 		Strategy: string(b.Status.Strategy), Containerfile: res.Containerfile, InputHash: res.InputHash,
-		BuilderID: BuilderID, BuilderVersion: version.Version})
+		BuilderID: attest.BuilderID, BuilderVersion: version.Version})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -187,7 +189,7 @@ func (f *fixture) checkReferrers(b *v1alpha1.MachineOSBuild) {
 	if len(want) != 2 || want[sbom.ArtifactType] == "" || want[provenance.ArtifactType] == "" {
 		f.t.Fatalf("status.referrers = %+v, want the SBOM and the provenance", b.Status.Referrers)
 	}
-	if st := findStage(b, v1alpha1.BuildStageAttach); st == nil || st.StartTime == nil || st.Duration == nil {
+	if st := machineosbuild.FindStage(b, v1alpha1.BuildStageAttach); st == nil || st.StartTime == nil || st.Duration == nil {
 		f.t.Errorf("Attach stage %+v, want it with its time", st)
 	}
 	list := f.listReferrers(image)
@@ -340,7 +342,7 @@ func TestAttachRetriedWhileRegistryDown(t *testing.T) {
 		}
 		return nil
 	})
-	if b, err := getBuild(b.Name); err != nil || terminal(b) {
+	if b, err := getBuild(b.Name); err != nil || machineosbuild.Terminal(b) {
 		t.Fatalf("build %v (%v): ended while the registry was down", b.Status.Conditions, err)
 	}
 	f.reg.Restart(t)

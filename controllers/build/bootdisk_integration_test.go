@@ -22,6 +22,7 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/diskjob"
 	"github.com/strata-dev/strata/builder/job"
+	"github.com/strata-dev/strata/controllers/machineosbuild"
 	"github.com/strata-dev/strata/internal/diskartifact"
 	strata "github.com/strata-dev/strata/internal/metrics"
 )
@@ -154,7 +155,7 @@ func TestBootDiskPublished(t *testing.T) {
 		bd.CompressedSize != pub.CompressedSize || bd.RawDigest != pub.RawDigest || bd.SizeMiB != 1024 || bd.Failure != nil || bd.Duration == nil {
 		t.Errorf("status.bootDisk %+v, condition %+v; want %+v", bd, cond, pub)
 	}
-	if !isTrue(got, v1alpha1.BuildSucceeded) || got.Status.DigestedImagePushSpec != image || len(got.Status.Referrers) != 2 {
+	if !machineosbuild.IsTrue(got, v1alpha1.BuildSucceeded) || got.Status.DigestedImagePushSpec != image || len(got.Status.Referrers) != 2 {
 		t.Errorf("the build changed: conditions %+v, image %s, referrers %+v", got.Status.Conditions, got.Status.DigestedImagePushSpec, got.Status.Referrers)
 	}
 	if m := getMOSC(t, f.name); m.Status.CurrentImagePullSpec != image || !meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ConfigReady) {
@@ -197,7 +198,7 @@ func TestBootDiskFailure(t *testing.T) {
 	if f := got.Status.BootDisk.Failure; cond.Status != metav1.ConditionFalse || f == nil || f.Step != v1alpha1.BuildStepDisk || got.Status.BootDisk.Artifact != "" {
 		t.Errorf("status.bootDisk %+v, condition %+v", got.Status.BootDisk, cond)
 	}
-	if !isTrue(got, v1alpha1.BuildSucceeded) || isTrue(got, v1alpha1.BuildFailed) || got.Status.Failure != nil {
+	if !machineosbuild.IsTrue(got, v1alpha1.BuildSucceeded) || machineosbuild.IsTrue(got, v1alpha1.BuildFailed) || got.Status.Failure != nil {
 		t.Errorf("the build's own conditions changed: %+v", got.Status.Conditions)
 	}
 	if m := getMOSC(t, f.name); m.Status.CurrentImagePullSpec != image || meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ConfigDegraded) {
@@ -236,7 +237,7 @@ func TestBootDiskWithoutImage(t *testing.T) {
 	if !strings.Contains(cond.Message, "MachineOSConfig disk-noimage spec.bootDisk") || !strings.Contains(cond.Message, "build.bootDiskImage") {
 		t.Errorf("BootDisk message %q", cond.Message)
 	}
-	if !isTrue(got, v1alpha1.BuildSucceeded) || getMOSC(t, f.name).Status.CurrentImagePullSpec != image {
+	if !machineosbuild.IsTrue(got, v1alpha1.BuildSucceeded) || getMOSC(t, f.name).Status.CurrentImagePullSpec != image {
 		t.Errorf("the image did not roll out: %+v", got.Status.Conditions)
 	}
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: diskjob.JobName(b.Name)}, &batchv1.Job{}); err == nil {
@@ -244,10 +245,10 @@ func TestBootDiskWithoutImage(t *testing.T) {
 	}
 	// Looked at again on later reconciles (a controller configured later
 	// makes the disk), but counted once.
-	before := reconciles(t)
+	before := reconciles(t, machineosbuild.ControllerName)
 	annotate(t, f.name, "test.strata.dev/poke")
 	eventually(t, "a reconcile after the poke", func() error {
-		if reconciles(t) <= before {
+		if reconciles(t, machineosbuild.ControllerName) <= before {
 			return errors.New("no reconcile yet")
 		}
 		return nil

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers/machineosbuild"
 	"github.com/strata-dev/strata/internal/buildinputs"
 	"github.com/strata-dev/strata/internal/history"
 	"github.com/strata-dev/strata/internal/registry"
@@ -38,7 +39,8 @@ import (
 // and their Secrets before the MachineOSConfig goes.
 const finalizer = v1alpha1.Prefix + "build-cleanup"
 
-// Reconciler builds the images of layered pools.
+// Reconciler reconciles MachineOSConfigs: which build serves the pool's
+// current inputs, and the MachineOSConfig's status.
 type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
@@ -88,10 +90,11 @@ const (
 	layeredByIndex = "strata.build.layeredBy"
 )
 
-// SetupWithManager registers the reconciler. A MachineOSConfig is
-// reconciled when it changes, when its builds, their Jobs or pods change,
-// when its pool changes, and when a Secret it names changes (a missing
-// Secret may have been created).
+// SetupWithManager registers the MachineOSConfig reconciler and the
+// MachineOSBuild reconciler (controllers/machineosbuild) it hands each
+// build to, with one configuration. A MachineOSConfig is reconciled when
+// it changes, when its builds change, when its pool changes, and when a
+// Secret it names changes (a missing Secret may have been created).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	cfg, err := r.Config.withDefaults()
 	if err != nil {
@@ -122,12 +125,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
-	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		if name := o.GetLabels()[v1alpha1.MachineOSConfigLabel]; name != "" {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
-		}
-		return nil
-	})
+	builds := &machineosbuild.Reconciler{Client: r.Client, Recorder: r.Recorder, Registry: r.Registry, Config: cfg.buildConfig()}
+	if err := builds.SetupWithManager(mgr); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("build").
 		// Pools are independent; one with a slow registry must not hold
@@ -135,8 +136,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		For(&v1alpha1.MachineOSConfig{}).
 		Owns(&v1alpha1.MachineOSBuild{}).
-		Watches(&batchv1.Job{}, byLabel).
-		Watches(&corev1.Pod{}, byLabel).
 		Watches(&v1alpha1.MachineConfigPool{}, r.configsBy(poolIndex, "pool"), builder.WithPredicates(poolChanged())).
 		Watches(&corev1.Secret{}, r.configsBy(secretIndex, "Secret")).
 		Complete(r)
@@ -177,17 +176,7 @@ func (r *Reconciler) configsBy(index, kind string) handler.EventHandler {
 
 // secretsOf are the names of the Secrets a MachineOSConfig names.
 func secretsOf(o client.Object) []string {
-	spec := o.(*v1alpha1.MachineOSConfig).Spec
-	names := []string{spec.RenderedImagePushSecret.Name}
-	for _, ref := range []*v1alpha1.SecretReference{spec.BaseImagePullSecret, spec.RenderedImagePullSecret} {
-		if ref != nil && ref.Name != "" {
-			names = append(names, ref.Name)
-		}
-	}
-	if spec.Signing != nil {
-		names = append(names, spec.Signing.KeySecret.Name)
-	}
-	return names
+	return buildinputs.Secrets(&o.(*v1alpha1.MachineOSConfig).Spec)
 }
 
 // imagesOfNode are the images a node runs, is to run, or booted before
@@ -207,17 +196,15 @@ func imagesOfNode(o client.Object) []string {
 
 // scope is what one reconcile of a MachineOSConfig learns.
 type scope struct {
-	mosc  *v1alpha1.MachineOSConfig
-	pool  *v1alpha1.MachineConfigPool
-	build *v1alpha1.MachineOSBuild // the build of the current inputs
-	// buildBefore is build as read (or created): the reconcile changes
-	// build's status in memory and writes it against this once, at its
-	// end (writeBuildStatus), even when it fails.
-	buildBefore *v1alpha1.MachineOSBuild
-	// written are what is said and counted (Events, logs, metrics) once
-	// the build's status is written: a reconcile whose write lost a
-	// conflict does it all again and must not say it twice.
-	written []func()
+	mosc *v1alpha1.MachineOSConfig
+	pool *v1alpha1.MachineConfigPool
+	// in are the current inputs, and name the name of their build.
+	in   *inputs
+	name string
+	// build is the build of the current inputs.
+	build *v1alpha1.MachineOSBuild
+	// done ends the sequence of phases: nothing more is due now.
+	done bool
 	// problem is why the inputs cannot be built; nil when they can.
 	problem *problem
 	// waiting says what the build waits for (a rendered config).
@@ -236,14 +223,6 @@ type scope struct {
 	missing string
 	// retry is set when a step failed and is tried again.
 	retry *retry.Attempt
-}
-
-// afterWrite runs fn once the build's status is written.
-func (s *scope) afterWrite(fn func()) { s.written = append(s.written, fn) }
-
-// setBuild makes b the build of the current inputs, as read.
-func (s *scope) setBuild(b *v1alpha1.MachineOSBuild) {
-	s.build, s.buildBefore = b, b.DeepCopy()
 }
 
 // requeue asks for a reconcile within d.
@@ -265,7 +244,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return status.QuietConflict(ctx, res, err)
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	mosc := &v1alpha1.MachineOSConfig{}
 	if err := r.Client.Get(ctx, req.NamespacedName, mosc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -279,12 +258,25 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	before := mosc.DeepCopy()
 	s := &scope{mosc: mosc}
-	err := r.reconcileBuild(ctx, s)
-	if apierrors.IsConflict(err) {
-		// Someone wrote first: read again at once, saying nothing.
-		return ctrl.Result{}, errors.Join(err, r.writeBuildStatus(ctx, s))
+	// The status is written on every path, also when a step failed, so
+	// that it says what is being retried; not after a conflict, whose
+	// reconcile comes again at once from a fresh read.
+	defer func() {
+		if !apierrors.IsConflict(retErr) {
+			retErr = errors.Join(retErr, r.writeStatus(ctx, s, before))
+		}
+	}()
+	var err error
+	for _, p := range r.phases() {
+		if err = p(ctx, s); err != nil || s.done {
+			break
+		}
 	}
-	if err != nil {
+	switch {
+	case apierrors.IsConflict(err):
+		// Someone wrote first: read again at once, saying nothing.
+		return ctrl.Result{}, err
+	case err != nil:
 		// What failed may heal by itself (a registry or the API server
 		// that did not answer). The status says so and when the next try
 		// is, and the try comes on the controller's own bounded backoff,
@@ -292,22 +284,27 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		s.retry = r.retries.Fail(mosc.Name, err, r.Config.MaxRetryDelay.Duration, time.Now())
 		s.requeue(s.retry.After)
 		log.FromContext(ctx).Info("Reconcile failed; trying again", "error", err.Error(), "after", s.retry.After)
-	} else {
+	default:
 		r.retries.Forget(mosc.Name)
 	}
-	// The build's progress is written even when a step failed, so that
-	// the status says what is being retried.
-	if err := r.writeBuildStatus(ctx, s); err != nil {
-		return ctrl.Result{}, err
+	if s.problem != nil && s.problem.reason == v1alpha1.ReasonBaseUnreachable {
+		s.requeue(r.Config.MaxRetryDelay.Duration)
 	}
+	return ctrl.Result{RequeueAfter: s.after}, nil
+}
+
+// writeStatus writes the MachineOSConfig's status, then the pool's
+// ImageBuildDegraded condition, then takes the handled annotations off.
+func (r *Reconciler) writeStatus(ctx context.Context, s *scope, before *v1alpha1.MachineOSConfig) error {
+	mosc := s.mosc
 	setConfigStatus(s)
 	logProblem(ctx, before, mosc)
 	if err := status.Patch(ctx, r.Client, before, mosc); err != nil {
-		return ctrl.Result{}, fmt.Errorf("patch status of MachineOSConfig %s: %w", mosc.Name, err)
+		return fmt.Errorf("patch status of MachineOSConfig %s: %w", mosc.Name, err)
 	}
 	r.eventMissing(s, before)
 	if err := r.setPoolStatus(ctx, s); err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	// Last: a metadata write before the status patch would make that
 	// patch's optimistic lock fail.
@@ -317,31 +314,32 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			delete(mosc.Annotations, a)
 		}
 		if err := r.Client.Patch(ctx, mosc, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("remove handled annotations of MachineOSConfig %s: %w", mosc.Name, err)
+			return fmt.Errorf("remove handled annotations of MachineOSConfig %s: %w", mosc.Name, err)
 		}
 	}
-	if s.problem != nil && s.problem.reason == v1alpha1.ReasonBaseUnreachable {
-		s.requeue(r.Config.MaxRetryDelay.Duration)
-	}
-	return ctrl.Result{RequeueAfter: s.after}, nil
+	return nil
 }
 
-// reconcileBuild gathers the inputs, makes or finds their build, and
-// drives it.
-func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
-	in, err := r.gatherInputs(ctx, s)
-	if err != nil || in == nil {
-		return err
-	}
-	name := buildinputs.BuildName(s.mosc, in.Hash)
-	log.FromContext(ctx).V(1).Info("Inputs", "build", name, "renderedConfig", in.Rendered.Name, "base", in.Base, "inputsHash", in.Hash)
+// phase is one step of a MachineOSConfig's reconcile. It returns at
+// once when its part is done or not due, sets s.done when no later phase
+// is due, and returns an error for what may heal by itself.
+type phase func(ctx context.Context, s *scope) error
 
-	if _, ok := s.mosc.Annotations[v1alpha1.RebuildAnnotation]; ok {
-		if err := r.rebuild(ctx, s, name); err != nil {
-			return err
-		}
-	}
+// phases are the steps of a MachineOSConfig's reconcile, in order: the
+// inputs (claim of the pool, Secrets, rendered config, base pin and
+// verification), a rebuild asked for, which build serves the current
+// inputs (and which are asked to stop), whether its image is still there,
+// the admin stage it recorded, and garbage collection.
+func (r *Reconciler) phases() []phase {
+	return []phase{r.gatherInputs, r.rebuild, r.reconcileBuilds, r.checkImage, r.recordAdminStage, r.collectGarbage}
+}
 
+// reconcileBuilds finds or makes the build of the current inputs, asks
+// every other build that has not ended to stop, and deletes the builds
+// of an earlier MachineOSConfig of the same name. The builds themselves
+// are the MachineOSBuild reconciler's to run.
+func (r *Reconciler) reconcileBuilds(ctx context.Context, s *scope) error {
+	name, in := s.name, s.in
 	builds, err := r.buildsOf(ctx, s.mosc.Name)
 	if err != nil {
 		return err
@@ -362,43 +360,36 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 	}
 	builds = mine
 	for i := range builds {
-		if b := &builds[i]; b.Name != name && !terminal(b) {
-			if err := r.interrupt(ctx, b, name); err != nil {
+		b := &builds[i]
+		switch _, asked := b.Annotations[v1alpha1.InterruptAnnotation]; {
+		case b.Name == name:
+			s.build = b
+			if asked {
+				// Its inputs are current again (a change reverted): no
+				// build of the current inputs waits on one that ended, so
+				// the MachineOSBuild reconciler starts an interrupted one
+				// again.
+				if err := r.setInterrupt(ctx, b, ""); err != nil {
+					return err
+				}
+			}
+		case !asked && !machineosbuild.Terminal(b):
+			if err := r.setInterrupt(ctx, b, name); err != nil {
 				return err
 			}
 		}
 	}
-	// Jobs and their Secrets (which hold the build's inputs) go once the
-	// build's end is written, so a terminal build has neither.
-	if err := r.sweepJobs(ctx, builds); err != nil {
-		return err
-	}
-	for i := range builds {
-		if builds[i].Name == name {
-			s.setBuild(&builds[i])
-		}
-	}
 	if s.build == nil {
-		if err := r.createBuild(ctx, s, name, in); err != nil {
-			return err
-		}
+		return r.createBuild(ctx, s, name, in)
 	}
-	if meta.FindStatusCondition(s.build.Status.Conditions, v1alpha1.BuildPrepared) == nil {
-		// Made by a reconcile that stopped (a crash, a restart) before
-		// it wrote the build's first status: write it now.
-		s.build.Status.BaseImagePullSpec = in.Base
-		setBuildConditions(s.build, statePrepared, "Rendered "+in.Rendered.Name+" on "+in.Base)
-	}
-	if isTrue(s.build, v1alpha1.BuildInterrupted) {
-		// The inputs it was interrupted for are current again (a change
-		// reverted): no build of the current inputs waits on one that
-		// ended.
-		restart(ctx, s, in)
-	}
+	return nil
+}
 
-	switch {
-	case isTrue(s.build, v1alpha1.BuildSucceeded):
-		image := s.build.Status.DigestedImagePushSpec
+// checkImage checks that the succeeded build of the current inputs still
+// has its image in the registry.
+func (r *Reconciler) checkImage(ctx context.Context, s *scope) error {
+	if b := s.build; machineosbuild.IsTrue(b, v1alpha1.BuildSucceeded) {
+		image := b.Status.DigestedImagePushSpec
 		ok, err := r.Registry.Exists(ctx, image, s.pushKC)
 		if err != nil {
 			return err
@@ -415,33 +406,19 @@ func (r *Reconciler) reconcileBuild(ctx context.Context, s *scope) error {
 		case !ok:
 			// An older build's image, which the inputs went back to, is
 			// gone: build it again, since nodes get a new image anyway.
-			log.FromContext(ctx).Info("Image gone from the registry, building again", "build", s.build.Name, "image", image)
-			r.Recorder.Eventf(s.build, nil, corev1.EventTypeWarning, "ImageGone", "Rebuild",
+			log.FromContext(ctx).Info("Image gone from the registry, building again", "build", b.Name, "image", image)
+			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "ImageGone", "Rebuild",
 				"%s", status.Truncate("Image "+image+" is no longer in the registry; building again", 1024))
 			// Deleting an owned build brings the next reconcile.
-			return r.deleteBuild(ctx, s.build)
-		default:
-			if err := r.signImage(ctx, s); err != nil {
-				return err
-			}
-			if err := r.bootDisk(ctx, s); err != nil {
-				return err
-			}
-		}
-	case terminal(s.build):
-		// Failed: nothing runs until the inputs change or a rebuild is
-		// asked for.
-	default:
-		if err := r.runBuild(ctx, s, in); err != nil {
-			return err
+			s.done = true
+			return r.deleteBuild(ctx, b)
 		}
 	}
-	r.recordAdminStage(s, in)
-	return r.collectGarbage(ctx, s)
+	return nil
 }
 
-// createBuild makes the build of the current inputs, Prepared; its status
-// is written with the rest of the reconcile's.
+// createBuild makes the build of the current inputs; the MachineOSBuild
+// reconciler writes its status, Prepared first.
 func (r *Reconciler) createBuild(ctx context.Context, s *scope, name string, in *inputs) error {
 	b := &v1alpha1.MachineOSBuild{
 		ObjectMeta: metav1.ObjectMeta{
@@ -465,31 +442,37 @@ func (r *Reconciler) createBuild(ctx context.Context, s *scope, name string, in 
 		return fmt.Errorf("create MachineOSBuild %s: %w", name, err)
 	}
 	log.FromContext(ctx).Info("Created build", "build", name, "renderedConfig", in.Rendered.Name, "base", in.Base, "inputsHash", in.Hash)
-	s.setBuild(b)
-	b.Status.BaseImagePullSpec = in.Base
-	setBuildConditions(b, statePrepared, "Rendered "+in.Rendered.Name+" on "+in.Base)
-	s.afterWrite(func() {
-		r.Recorder.Eventf(b, s.mosc, corev1.EventTypeNormal, v1alpha1.BuildPrepared, "Prepare",
-			"Prepared build of %s on base %s", in.Rendered.Name, in.Base)
-	})
+	s.build = b
 	return nil
 }
 
-// writeBuildStatus writes what the reconcile changed of the build's
-// status, in one patch, and then says what it did. The patch carries an
-// optimistic lock: an approver may have set ImageApproved since the build
-// was read, and a write from a stale copy must not drop it.
-func (r *Reconciler) writeBuildStatus(ctx context.Context, s *scope) error {
-	if s.build == nil {
-		return nil
+// setInterrupt asks a build to stop, naming the build that replaces it
+// (the interrupt annotation, which the MachineOSBuild reconciler acts
+// on), or with newer "" takes the request back.
+func (r *Reconciler) setInterrupt(ctx context.Context, b *v1alpha1.MachineOSBuild, newer string) error {
+	patch := client.MergeFrom(b.DeepCopy())
+	if newer == "" {
+		delete(b.Annotations, v1alpha1.InterruptAnnotation)
+	} else {
+		if b.Annotations == nil {
+			b.Annotations = map[string]string{}
+		}
+		b.Annotations[v1alpha1.InterruptAnnotation] = newer
 	}
-	if err := status.Patch(ctx, r.Client, s.buildBefore, s.build); err != nil {
-		return fmt.Errorf("patch status of MachineOSBuild %s: %w", s.build.Name, err)
+	if err := r.Client.Patch(ctx, b, patch); err != nil {
+		return fmt.Errorf("annotate MachineOSBuild %s: %w", b.Name, err)
 	}
-	for _, fn := range s.written {
-		fn()
+	if newer == "" {
+		log.FromContext(ctx).Info("Inputs current again, the build goes on", "build", b.Name)
+	} else {
+		log.FromContext(ctx).Info("Asked the build to stop", "build", b.Name, "newer", newer)
 	}
 	return nil
+}
+
+// deleteBuild deletes a build with its Jobs and their Secret.
+func (r *Reconciler) deleteBuild(ctx context.Context, b *v1alpha1.MachineOSBuild) error {
+	return machineosbuild.DeleteBuild(ctx, r.Client, r.Config.Namespace, b)
 }
 
 func (r *Reconciler) buildsOf(ctx context.Context, mosc string) ([]v1alpha1.MachineOSBuild, error) {
@@ -503,11 +486,15 @@ func (r *Reconciler) buildsOf(ctx context.Context, mosc string) ([]v1alpha1.Mach
 // rebuild makes this reconcile build the current inputs anew: a finished
 // build of them is deleted, and the annotation is taken off at the end of
 // the reconcile.
-func (r *Reconciler) rebuild(ctx context.Context, s *scope, name string) error {
+func (r *Reconciler) rebuild(ctx context.Context, s *scope) error {
+	if _, ok := s.mosc.Annotations[v1alpha1.RebuildAnnotation]; !ok {
+		return nil
+	}
+	name := s.name
 	s.removeAnnotations = append(s.removeAnnotations, v1alpha1.RebuildAnnotation)
 	b := &v1alpha1.MachineOSBuild{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Name: name}, b); {
-	case err == nil && terminal(b):
+	case err == nil && machineosbuild.Terminal(b):
 		if err := r.deleteBuild(ctx, b); err != nil {
 			return err
 		}

@@ -38,6 +38,7 @@ import (
 
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
+	"github.com/strata-dev/strata/controllers/machineosbuild"
 	strata "github.com/strata-dev/strata/internal/metrics"
 	"github.com/strata-dev/strata/test/testenv"
 	"github.com/strata-dev/strata/test/testregistry"
@@ -264,7 +265,7 @@ func waitBuild(t *testing.T, mosc string, not ...string) *v1alpha1.MachineOSBuil
 		if b, err = currentBuild(t, mosc, not); err != nil {
 			return err
 		}
-		if !isTrue(b, v1alpha1.BuildPrepared) {
+		if !machineosbuild.IsTrue(b, v1alpha1.BuildPrepared) {
 			return errors.New("not Prepared")
 		}
 		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: job.JobName(b.Name)}, &batchv1.Job{})
@@ -357,7 +358,7 @@ func waitCondition(t *testing.T, build, cond string) *v1alpha1.MachineOSBuild {
 		if b, err = getBuild(build); err != nil {
 			return err
 		}
-		if !isTrue(b, cond) {
+		if !machineosbuild.IsTrue(b, cond) {
 			return fmt.Errorf("conditions %+v", b.Status.Conditions)
 		}
 		return nil
@@ -578,7 +579,7 @@ func (f *fixture) assertNoSecret(b *v1alpha1.MachineOSBuild) {
 	texts := map[string][]byte{}
 	// A build that ended has neither Job nor Secret any more: only what
 	// remains is searched.
-	if cur, err := getBuild(b.Name); err == nil && terminal(cur) {
+	if cur, err := getBuild(b.Name); err == nil && machineosbuild.Terminal(cur) {
 		key := client.ObjectKey{Namespace: ns, Name: job.JobName(b.Name)}
 		eventually(f.t, "the Job and Secret of ended build "+b.Name+" deleted", func() error {
 			if err := env.Client.Get(ctx, key, &corev1.Secret{}); !apierrors.IsNotFound(err) {
@@ -765,7 +766,7 @@ func TestRebuildAnnotation(t *testing.T) {
 		if b.UID == a.UID {
 			return errors.New("same build")
 		}
-		if terminal(b) {
+		if machineosbuild.Terminal(b) {
 			return errors.New("new build already terminal")
 		}
 		if _, ok := getMOSC(t, "rebuild").Annotations[v1alpha1.RebuildAnnotation]; ok {
@@ -1011,7 +1012,7 @@ func TestBuildMadeWithoutItsStatusIsCompleted(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if !isTrue(b, v1alpha1.BuildPrepared) || !strings.Contains(b.Status.BaseImagePullSpec, "@sha256:") {
+		if !machineosbuild.IsTrue(b, v1alpha1.BuildPrepared) || !strings.Contains(b.Status.BaseImagePullSpec, "@sha256:") {
 			return fmt.Errorf("base %q, conditions %+v", b.Status.BaseImagePullSpec, b.Status.Conditions)
 		}
 		return nil

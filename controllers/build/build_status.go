@@ -11,61 +11,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers/machineosbuild"
 	"github.com/strata-dev/strata/internal/poolstatus"
 	"github.com/strata-dev/strata/internal/registry"
 	"github.com/strata-dev/strata/internal/retry"
 	"github.com/strata-dev/strata/internal/status"
 )
-
-// buildState is where a build is; the conditions follow from it.
-type buildState string
-
-const (
-	statePrepared    buildState = "Prepared"
-	stateBuilding    buildState = "Building"
-	stateSucceeded   buildState = "Succeeded"
-	stateFailed      buildState = "Failed"
-	stateInterrupted buildState = "Interrupted"
-)
-
-// setBuildConditions sets all five conditions of a build from its state,
-// every time, so that kubectl's columns and `kubectl wait` always find
-// them. It leaves every other condition alone: ImageApproved belongs to
-// an approver, and status.Patch's optimistic lock keeps a write computed
-// before the approver's from dropping it.
-func setBuildConditions(b *v1alpha1.MachineOSBuild, state buildState, message string) {
-	message = status.Message(message)
-	set := func(t string, on bool, reason string) {
-		cs := metav1.ConditionFalse
-		if on {
-			cs = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
-			Type: t, Status: cs, Reason: reason, Message: message, ObservedGeneration: b.Generation,
-		})
-	}
-	reason := map[buildState]string{
-		statePrepared:    v1alpha1.ReasonBuildPending,
-		stateBuilding:    v1alpha1.ReasonBuildRunning,
-		stateSucceeded:   v1alpha1.ReasonBuildSucceeded,
-		stateFailed:      v1alpha1.ReasonBuildFailed,
-		stateInterrupted: v1alpha1.ReasonBuildInterrupted,
-	}[state]
-	set(v1alpha1.BuildPrepared, true, reason)
-	set(v1alpha1.BuildBuilding, state == stateBuilding, reason)
-	set(v1alpha1.BuildSucceeded, state == stateSucceeded, reason)
-	set(v1alpha1.BuildFailed, state == stateFailed, reason)
-	set(v1alpha1.BuildInterrupted, state == stateInterrupted, reason)
-}
-
-func isTrue(b *v1alpha1.MachineOSBuild, t string) bool {
-	return meta.IsStatusConditionTrue(b.Status.Conditions, t)
-}
-
-// terminal builds never change again.
-func terminal(b *v1alpha1.MachineOSBuild) bool {
-	return isTrue(b, v1alpha1.BuildSucceeded) || isTrue(b, v1alpha1.BuildFailed) || isTrue(b, v1alpha1.BuildInterrupted)
-}
 
 // setConfigStatus computes the MachineOSConfig's status: the build of the
 // current inputs, the image nodes should run (only ever moved forward by a
@@ -89,19 +40,23 @@ func setConfigStatus(s *scope) {
 		mosc.Status.MachineOSBuild = &v1alpha1.LocalObjectReference{Name: s.build.Name}
 		b := s.build
 		switch {
-		case isTrue(b, v1alpha1.BuildSucceeded) && s.missing != "":
+		case machineosbuild.IsTrue(b, v1alpha1.BuildSucceeded) && s.missing != "":
 			msg := fmt.Sprintf("Image %s of build %s, which the pool's nodes are to run, is not in the registry: nodes that run it keep it, nodes that need it cannot pull it. "+
 				"It is not rebuilt on its own, since a rebuilt image would be rolled out to every node again: push it back, or annotate the MachineOSConfig with %s to build it again",
 				s.missing, b.Name, v1alpha1.RebuildAnnotation)
 			degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.ReasonCurrentImageMissing, msg
 			ready.Reason, ready.Message = v1alpha1.ReasonCurrentImageMissing, "The current image "+s.missing+" is not in the registry"
-		case isTrue(b, v1alpha1.BuildSucceeded):
+		case machineosbuild.IsTrue(b, v1alpha1.BuildSucceeded):
 			mosc.Status.CurrentImagePullSpec = b.Status.DigestedImagePushSpec
 			ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.ReasonBuildSucceeded, "Image "+b.Status.DigestedImagePushSpec+" is built from the current inputs"
-		case isTrue(b, v1alpha1.BuildFailed):
-			msg := "Build " + b.Name + " " + failureMessage(b.Status.Failure)
+		case machineosbuild.IsTrue(b, v1alpha1.BuildFailed):
+			msg := "Build " + b.Name + " " + machineosbuild.FailureMessage(b.Status.Failure)
 			degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.ReasonBuildFailed, msg
 			ready.Reason, ready.Message = v1alpha1.ReasonBuildFailed, "The newest build failed; nodes keep their image"
+		case machineosbuild.IsTrue(b, v1alpha1.BuildInterrupted):
+			// Its inputs are current again: the MachineOSBuild reconciler
+			// starts it again as a new attempt.
+			ready.Reason, ready.Message = v1alpha1.ReasonBuildRunning, "Build "+b.Name+" was interrupted and its inputs are current again: it starts again"
 		default:
 			ready.Reason, ready.Message = v1alpha1.ReasonBuildRunning, "Build "+b.Name+" is running"
 		}

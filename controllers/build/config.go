@@ -6,8 +6,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/strata-dev/strata/builder/diskjob"
 	"github.com/strata-dev/strata/builder/job"
+	"github.com/strata-dev/strata/controllers/machineosbuild"
 	"github.com/strata-dev/strata/internal/retry"
 )
 
@@ -111,23 +111,20 @@ func (c Config) jobConfig() job.Config {
 		BackoffLimit:          c.BackoffLimit,
 		ActiveDeadlineSeconds: c.ActiveDeadlineSeconds,
 		InsecureRegistries:    c.InsecureRegistries,
-		Arch:                  platform(c.Arch).Architecture,
+		Arch:                  machineosbuild.Platform(c.Arch).Architecture,
 		VolumeSizeLimits:      c.VolumeSizeLimits,
 		HostUsers:             c.HostUsers,
 	}
 }
 
-// diskJobConfig is the boot disk Jobs' configuration: placed, bounded and
-// reaching registries as the build Jobs.
-func (c Config) diskJobConfig() diskjob.Config {
-	return diskjob.Config{
-		Namespace:             c.Namespace,
-		Image:                 c.BootDiskImage,
-		Placement:             c.Placement,
-		BackoffLimit:          c.BackoffLimit,
-		ActiveDeadlineSeconds: c.ActiveDeadlineSeconds,
-		InsecureRegistries:    c.InsecureRegistries,
-		Arch:                  platform(c.Arch).Architecture,
-		HostUsers:             c.HostUsers,
+// buildConfig is the MachineOSBuild reconciler's part.
+func (c Config) buildConfig() machineosbuild.Config {
+	return machineosbuild.Config{
+		Namespace:     c.Namespace,
+		BuilderImage:  c.BuilderImage,
+		Arch:          c.Arch,
+		BootDiskImage: c.BootDiskImage,
+		Job:           c.jobConfig(),
+		MaxRetryDelay: c.MaxRetryDelay.Duration,
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers/machineosbuild"
 	"github.com/strata-dev/strata/test/testregistry"
 )
 
@@ -125,7 +126,7 @@ func TestMissingCurrentImageIsReportedNotRebuilt(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if b.UID == a.UID || !isTrue(b, v1alpha1.BuildSucceeded) {
+		if b.UID == a.UID || !machineosbuild.IsTrue(b, v1alpha1.BuildSucceeded) {
 			return errors.New("not rebuilt yet")
 		}
 		if d := meta.FindStatusCondition(getMOSC(t, "missing").Status.Conditions, v1alpha1.ConfigDegraded); d == nil || d.Status != metav1.ConditionFalse {

@@ -22,10 +22,24 @@ import (
 // inputs is everything a build is made from.
 type inputs = buildinputs.Inputs
 
-// gatherInputs reads and checks everything the build depends on. Bad
-// input sets s.problem (a condition naming the object and field) and
-// returns nil inputs: nothing is built and nothing running is touched.
-func (r *Reconciler) gatherInputs(ctx context.Context, s *scope) (*inputs, error) {
+// gatherInputs reads and checks everything the build depends on, and
+// names the build of the current inputs. Bad input sets s.problem (a
+// condition naming the object and field) and ends the reconcile: nothing
+// is built and no build is asked to stop.
+func (r *Reconciler) gatherInputs(ctx context.Context, s *scope) error {
+	in, err := r.currentInputs(ctx, s)
+	if err != nil || in == nil {
+		s.done = true
+		return err
+	}
+	s.in, s.name = in, buildinputs.BuildName(s.mosc, in.Hash)
+	log.FromContext(ctx).V(1).Info("Inputs", "build", s.name, "renderedConfig", in.Rendered.Name, "base", in.Base, "inputsHash", in.Hash)
+	return nil
+}
+
+// currentInputs are the current inputs, or nil when there are none (a
+// problem, or something waited for).
+func (r *Reconciler) currentInputs(ctx context.Context, s *scope) (*inputs, error) {
 	mosc := s.mosc
 	pool := &v1alpha1.MachineConfigPool{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: mosc.Spec.MachineConfigPool.Name}, pool); err != nil {

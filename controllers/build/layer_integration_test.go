@@ -29,6 +29,7 @@ import (
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/builder/job"
 	"github.com/strata-dev/strata/containerfile"
+	"github.com/strata-dev/strata/controllers/machineosbuild"
 	"github.com/strata-dev/strata/test/testenv"
 )
 
@@ -139,11 +140,11 @@ func TestConfigLayerOnTheBase(t *testing.T) {
 	if _, ok := jobUID(t, a.Name); ok {
 		t.Error("a Job ran for a configuration-only build on the base")
 	}
-	admin := findStage(a, v1alpha1.BuildStageAdmin)
+	admin := machineosbuild.FindStage(a, v1alpha1.BuildStageAdmin)
 	if admin == nil || !admin.Reused || admin.Image != a.Status.BaseImagePullSpec {
 		t.Fatalf("admin stage %+v, want the base, reused", admin)
 	}
-	if layer := findStage(a, v1alpha1.BuildStageConfigLayer); layer == nil || layer.Image != a.Status.DigestedImagePushSpec || layer.Duration == nil {
+	if layer := machineosbuild.FindStage(a, v1alpha1.BuildStageConfigLayer); layer == nil || layer.Image != a.Status.DigestedImagePushSpec || layer.Duration == nil {
 		t.Errorf("config layer stage %+v, want the image %s and a duration", layer, a.Status.DigestedImagePushSpec)
 	}
 	if got := f.topLayerFile(a.Status.DigestedImagePushSpec, "/etc/version"); got != "1" {
@@ -217,7 +218,7 @@ func TestConfigLayerAdminStageBuiltOnce(t *testing.T) {
 	a := waitNewBuild(t, "layer-admin")
 	adminImage := f.playAdminJob(a)
 	a = waitCondition(t, a.Name, v1alpha1.BuildSucceeded)
-	if st := findStage(a, v1alpha1.BuildStageAdmin); st == nil || st.Image != adminImage || st.Reused || st.Duration == nil {
+	if st := machineosbuild.FindStage(a, v1alpha1.BuildStageAdmin); st == nil || st.Image != adminImage || st.Reused || st.Duration == nil {
 		t.Errorf("admin stage %+v, want %s built by the Job", st, adminImage)
 	}
 	if la := f.layers(a.Status.DigestedImagePushSpec); len(la) != len(f.layers(adminImage))+1 {
@@ -229,7 +230,7 @@ func TestConfigLayerAdminStageBuiltOnce(t *testing.T) {
 	if _, ok := jobUID(t, b.Name); ok {
 		t.Error("a configuration change ran a Job; the admin stage should be reused")
 	}
-	if st := findStage(b, v1alpha1.BuildStageAdmin); st == nil || st.Image != adminImage || !st.Reused {
+	if st := machineosbuild.FindStage(b, v1alpha1.BuildStageAdmin); st == nil || st.Image != adminImage || !st.Reused {
 		t.Errorf("admin stage %+v, want %s reused", st, adminImage)
 	}
 }
@@ -256,8 +257,8 @@ func TestConfigLayerFailuresAndFallback(t *testing.T) {
 	if fl := a.Status.Failure; fl == nil || fl.Stage != v1alpha1.BuildStageAdmin || fl.Step != v1alpha1.BuildStepBuild {
 		t.Errorf("failure %+v, want stage AdminStage, step Build", fl)
 	}
-	if !strings.Contains(failureMessage(a.Status.Failure), "AdminStage stage: Build failed") {
-		t.Errorf("failure message %q does not name the stage", failureMessage(a.Status.Failure))
+	if !strings.Contains(machineosbuild.FailureMessage(a.Status.Failure), "AdminStage stage: Build failed") {
+		t.Errorf("failure message %q does not name the stage", machineosbuild.FailureMessage(a.Status.Failure))
 	}
 
 	// An append to a base file takes a RUN step of the configuration's.
@@ -283,9 +284,10 @@ func TestConfigLayerFailuresAndFallback(t *testing.T) {
 	})
 }
 
-// reconciles counts the build controller's finished reconciles in this
-// process (every test's controller).
-func reconciles(t *testing.T) float64 {
+// reconciles counts a controller's finished reconciles in this process
+// (every test's controller): "build", the MachineOSConfig reconciler, or
+// machineosbuild.ControllerName.
+func reconciles(t *testing.T, controller string) float64 {
 	t.Helper()
 	families, err := metrics.Registry.Gather()
 	if err != nil {
@@ -298,7 +300,7 @@ func reconciles(t *testing.T) float64 {
 		}
 		for _, m := range fam.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == "build" {
+				if l.GetName() == "controller" && l.GetValue() == controller {
 					n += m.GetCounter().GetValue()
 				}
 			}
@@ -320,7 +322,7 @@ func TestBasePinnedUntilResolvedAgain(t *testing.T) {
 	}
 
 	f.push("strata/base:1") // the tag moves
-	before := reconciles(t)
+	before := reconciles(t, "build")
 	ctx := context.Background()
 	secret := &corev1.Secret{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pin-pull"}, secret); err != nil {
@@ -331,7 +333,7 @@ func TestBasePinnedUntilResolvedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "a reconcile after the Secret change", func() error {
-		if reconciles(t) <= before {
+		if reconciles(t, "build") <= before {
 			return errors.New("no reconcile yet")
 		}
 		return nil

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers/machineosbuild"
 	"github.com/strata-dev/strata/provenance"
 	"github.com/strata-dev/strata/signing"
 	"github.com/strata-dev/strata/sigpolicy"
@@ -142,10 +143,10 @@ func TestSignedOnlyOnceApproved(t *testing.T) {
 	// Succeeded is written in the reconcile that pushed; the next ones
 	// see the build succeeded and unapproved. Bring one more reconcile
 	// (the signing Secret touched), then check nothing was signed.
-	n := reconciles(t)
+	n := reconciles(t, machineosbuild.ControllerName)
 	touchSecret(t, "approved-key")
 	eventually(t, "another reconcile", func() error {
-		if reconciles(t) <= n {
+		if reconciles(t, machineosbuild.ControllerName) <= n {
 			return errors.New("none yet")
 		}
 		return nil
@@ -244,10 +245,10 @@ func TestMovedBaseWithoutSignatureIsRefused(t *testing.T) {
 	})
 	// It lasts: later reconciles (a Secret touched) keep the verdict and
 	// the pinned base.
-	before := reconciles(t)
+	before := reconciles(t, "build")
 	touchSecret(t, "vbase-pull")
 	eventually(t, "a reconcile after the Secret change", func() error {
-		if reconciles(t) <= before {
+		if reconciles(t, "build") <= before {
 			return errors.New("no reconcile yet")
 		}
 		return nil

@@ -149,3 +149,18 @@ func OSImageURLSource(rendered *v1alpha1.MachineConfig, sources []v1alpha1.Machi
 	}
 	return "rendered MachineConfig " + rendered.Name
 }
+
+// Secrets are the names of the Secrets a MachineOSConfig names (in the
+// controller's namespace): a change of one may let a build go on.
+func Secrets(spec *v1alpha1.MachineOSConfigSpec) []string {
+	names := []string{spec.RenderedImagePushSecret.Name}
+	for _, ref := range []*v1alpha1.SecretReference{spec.BaseImagePullSecret, spec.RenderedImagePullSecret} {
+		if ref != nil && ref.Name != "" {
+			names = append(names, ref.Name)
+		}
+	}
+	if spec.Signing != nil {
+		names = append(names, spec.Signing.KeySecret.Name)
+	}
+	return names
+}

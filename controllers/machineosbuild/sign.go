@@ -1,4 +1,4 @@
-package build
+package machineosbuild
 
 import (
 	"context"
@@ -28,7 +28,8 @@ import (
 // or the status.
 func (r *Reconciler) signImage(ctx context.Context, s *scope) error {
 	sg, b := s.mosc.Spec.Signing, s.build
-	if sg == nil {
+	if sg == nil || !IsTrue(s.buildBefore, v1alpha1.BuildSucceeded) {
+		// A succeeded build is signed once its success is written.
 		return nil
 	}
 	if s.mosc.Spec.ImageApproval == v1alpha1.ImageApprovalRequired && !meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildImageApproved) {

@@ -1,4 +1,4 @@
-package build
+package machineosbuild
 
 import (
 	"archive/tar"
@@ -6,11 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -85,7 +83,7 @@ func (r *Reconciler) pushConfigLayer(ctx context.Context, s *scope, in *inputs, 
 	res, err := direct.Build(lctx, direct.Request{
 		Base:         admin.Image,
 		BaseKeychain: adminKC,
-		Platform:     platform(r.Config.Arch),
+		Platform:     Platform(r.Config.Arch),
 		Layer:        layer,
 		Labels:       in.Result.Labels,
 		Annotations:  in.Result.Annotations,
@@ -157,7 +155,7 @@ func (r *Reconciler) adminStage(ctx context.Context, s *scope, in *inputs, admin
 	}
 	switch st.Phase {
 	case job.PhaseSucceeded:
-		admin.Image = repository(tag) + "@" + st.Digest
+		admin.Image = buildinputs.Repository(tag) + "@" + st.Digest
 		endStage(admin)
 		return true, nil
 	case job.PhaseFailed:
@@ -214,47 +212,16 @@ func (r *Reconciler) recordedAdminStage(ctx context.Context, s *scope, tag strin
 		return "", "", err
 	}
 	if !ok {
-		// Gone from the registry: the stage is built again.
-		forgetAdminStage(s.mosc, rec.Image)
+		// Gone from the registry: the stage is built again, and its new
+		// record replaces this one.
 		return "", note, nil
 	}
 	return rec.Image, note, nil
 }
 
-// maxAdminStages is how many admin stages a MachineOSConfig's status
-// records (the API's limit); the oldest is forgotten first, and is then
-// built again if asked for.
-const maxAdminStages = 8
-
-// recordAdminStage records the current build's admin stage in the
-// MachineOSConfig's status once the build's Job has pushed it, so that
-// later builds reuse it by this digest. It runs on every reconcile, so a
-// record lost with a failed status write is made again.
-func (r *Reconciler) recordAdminStage(s *scope, in *inputs) {
-	st := findStage(s.build, v1alpha1.BuildStageAdmin)
-	stage := in.Result.Stages.Admin
-	if st == nil || stage == nil || st.Reused || st.Image == "" || st.Duration == nil || st.StartTime == nil {
-		return
-	}
-	tag := buildinputs.AdminTag(s.mosc, stage.InputHash, r.Config.BuilderImage)
-	if !strings.HasPrefix(st.Image, repository(tag)+"@") {
-		return
-	}
-	if rec := findAdminStage(s.mosc, tag); rec != nil && rec.Image == st.Image && rec.Build == s.build.Name {
-		return
-	}
-	rec := v1alpha1.AdminStageRecord{Tag: tag, Image: st.Image, Build: s.build.Name, BuiltTime: metav1.NewTime(st.StartTime.Add(st.Duration.Duration))}
-	list := []v1alpha1.AdminStageRecord{rec}
-	for _, old := range s.mosc.Status.AdminStages {
-		if old.Tag != tag && len(list) < maxAdminStages {
-			list = append(list, old)
-		}
-	}
-	s.mosc.Status.AdminStages = list
-}
-
 // findAdminStage is the MachineOSConfig's record of the admin stage kept
-// at tag, or nil.
+// at tag, or nil. The records are the MachineOSConfig reconciler's to
+// write.
 func findAdminStage(mosc *v1alpha1.MachineOSConfig, tag string) *v1alpha1.AdminStageRecord {
 	for i := range mosc.Status.AdminStages {
 		if mosc.Status.AdminStages[i].Tag == tag {
@@ -262,15 +229,6 @@ func findAdminStage(mosc *v1alpha1.MachineOSConfig, tag string) *v1alpha1.AdminS
 		}
 	}
 	return nil
-}
-
-// forgetAdminStage removes the records of an admin stage image that is
-// no longer in the registry.
-func forgetAdminStage(mosc *v1alpha1.MachineOSConfig, image string) {
-	mosc.Status.AdminStages = slices.DeleteFunc(mosc.Status.AdminStages, func(r v1alpha1.AdminStageRecord) bool { return r.Image == image })
-	if len(mosc.Status.AdminStages) == 0 {
-		mosc.Status.AdminStages = nil
-	}
 }
 
 // digestOf is the digest of repository@sha256:digest.
@@ -305,18 +263,6 @@ func layerFailure(err error) (*v1alpha1.BuildFailure, bool) {
 		return f, true
 	}
 	return f, f.Step == v1alpha1.BuildStepLayer || registry.IsNotFound(err)
-}
-
-// platform is the image platform of the nodes' architecture, in Go's or
-// the kernel's spelling.
-func platform(arch string) v1.Platform {
-	switch arch {
-	case "x86_64":
-		arch = "amd64"
-	case "aarch64":
-		arch = "arm64"
-	}
-	return v1.Platform{OS: "linux", Architecture: arch}
 }
 
 // emptyTar is a tar with no entries.

@@ -1,4 +1,4 @@
-package build
+package machineosbuild
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func (r *Reconciler) attach(ctx context.Context, s *scope, in *inputs, image str
 		Image:                     image,
 		Base:                      in.Base,
 		AdminStage:                adminStageOf(b, in.Base),
-		Pool:                      s.pool.Name,
+		Pool:                      s.pool,
 		RenderedConfig:            in.Rendered.Name,
 		MachineOSConfig:           s.mosc.Name,
 		MachineOSConfigGeneration: s.mosc.Generation,
@@ -81,7 +81,7 @@ func (r *Reconciler) attach(ctx context.Context, s *scope, in *inputs, image str
 // an attach retried after a lost status write would not see it, list the
 // base as an admin stage and attach a second, different provenance.
 func adminStageOf(b *v1alpha1.MachineOSBuild, base string) string {
-	st := findStage(b, v1alpha1.BuildStageAdmin)
+	st := FindStage(b, v1alpha1.BuildStageAdmin)
 	if b.Status.Strategy != v1alpha1.ConfigLayerStrategy || st == nil || st.Image == base {
 		return ""
 	}

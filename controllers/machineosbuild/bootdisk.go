@@ -1,4 +1,4 @@
-package build
+package machineosbuild
 
 import (
 	"context"
@@ -36,7 +36,8 @@ import (
 // written from its manifest.
 func (r *Reconciler) bootDisk(ctx context.Context, s *scope) error {
 	spec, b := s.mosc.Spec.BootDisk, s.build
-	if spec == nil {
+	if spec == nil || !IsTrue(s.buildBefore, v1alpha1.BuildSucceeded) {
+		// A succeeded build's disk is made once its success is written.
 		return nil
 	}
 	size := spec.SizeMiB
@@ -46,7 +47,7 @@ func (r *Reconciler) bootDisk(ctx context.Context, s *scope) error {
 	if bd := b.Status.BootDisk; bd != nil && bd.SizeMiB != 0 && bd.SizeMiB != size {
 		// Asked again with another size (after one that did not fit):
 		// the old Job goes, and the next reconcile makes the disk anew.
-		if err := r.deleteDiskJob(ctx, b); err != nil {
+		if err := deleteDiskJob(ctx, r.Client, r.Config.Namespace, b); err != nil {
 			return err
 		}
 		b.Status.BootDisk = nil
@@ -65,7 +66,7 @@ func (r *Reconciler) bootDisk(ctx context.Context, s *scope) error {
 	}
 	image := b.Status.DigestedImagePushSpec
 	field := fmt.Sprintf("MachineOSConfig %s spec.bootDisk", s.mosc.Name)
-	cfg := r.Config.diskJobConfig()
+	cfg := r.Config.diskJob()
 	if cfg.Image == "" {
 		r.failBootDisk(s, &v1alpha1.BuildFailure{Step: v1alpha1.BuildStepPrepare,
 			Message: field + ": the controller has no boot disk image (build.bootDiskImage in its configuration), so no disk can be made"})
@@ -90,7 +91,7 @@ func (r *Reconciler) bootDisk(ctx context.Context, s *scope) error {
 			return err
 		}
 		if jb.Annotations[diskSizeAnnotation] != strconv.Itoa(int(size)) || !jb.DeletionTimestamp.IsZero() {
-			if err := r.deleteDiskJob(ctx, b); err != nil {
+			if err := deleteDiskJob(ctx, r.Client, r.Config.Namespace, b); err != nil {
 				return err
 			}
 			s.requeue(time.Second)
@@ -117,7 +118,7 @@ func (r *Reconciler) bootDisk(ctx context.Context, s *scope) error {
 	if st.StopJob {
 		// The pod cannot start (its image, the scheduler): the Job would
 		// wait for it until its deadline.
-		if err := r.deleteDiskJob(ctx, b); err != nil {
+		if err := deleteDiskJob(ctx, r.Client, r.Config.Namespace, b); err != nil {
 			return err
 		}
 	}
@@ -199,9 +200,9 @@ func isBootDiskFailed(b *v1alpha1.MachineOSBuild) bool {
 }
 
 // deleteDiskJob deletes a build's boot disk Job with its pods.
-func (r *Reconciler) deleteDiskJob(ctx context.Context, b *v1alpha1.MachineOSBuild) error {
-	jb := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: r.Config.Namespace, Name: diskjob.JobName(b.Name)}}
-	if err := r.Client.Delete(ctx, jb, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+func deleteDiskJob(ctx context.Context, c client.Client, namespace string, b *v1alpha1.MachineOSBuild) error {
+	jb := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: diskjob.JobName(b.Name)}}
+	if err := c.Delete(ctx, jb, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Job %s: %w", jb.Name, err)
 	}
 	return nil
@@ -218,7 +219,7 @@ func (r *Reconciler) failBootDisk(s *scope, f *v1alpha1.BuildFailure) {
 	if bd.StartTime != nil && bd.Duration == nil {
 		bd.Duration = &metav1.Duration{Duration: time.Since(bd.StartTime.Time).Round(time.Second)}
 	}
-	msg := failureMessage(bd.Failure)
+	msg := FailureMessage(bd.Failure)
 	// Counted once: a failure found again (no boot disk image configured,
 	// looked at on every reconcile) is not a new one.
 	again := isBootDiskFailed(s.buildBefore)
