@@ -57,10 +57,14 @@ type Daemon struct {
 	// Client reads the Node (a cache restricted to it is fine) and
 	// patches its annotations.
 	Client client.Client
-	// Reader reads uncached: MachineConfigs, the MachineConfiguration,
-	// the pull Secret, the MachineConfigNode, and the Node at the first
-	// sync (SyncAtStart), before the cache has synced; nil means Client.
+	// Reader reads uncached: the MachineConfiguration, the
+	// MachineConfigNode, MachineConfigs and the pull Secret when Inputs
+	// is nil, and the Node at the first sync (SyncAtStart), before the
+	// cache has synced; nil means Client.
 	Reader client.Reader
+	// Inputs reads the node's rendered configs and pull secret (the
+	// config server's NodeClient); nil means Reader.
+	Inputs Inputs
 	// Recorder, if set, records Events on the Node.
 	Recorder events.EventRecorder
 	// NodeName is the daemon's own node.

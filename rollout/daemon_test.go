@@ -74,6 +74,8 @@ type rig struct {
 	// the bootc simulator on a real ostree sysroot (sim_test.go).
 	sim    *simHost
 	client client.Client
+	// inputs, when set, is every daemon's Inputs (viaConfigServer).
+	inputs Inputs
 	clock  time.Time
 	d      *Daemon
 	// images and units, when set, are every daemon's (disruption_test.go).
@@ -180,6 +182,7 @@ func (r *rig) newDaemon() *Daemon {
 	return &Daemon{
 		Client:    r.client,
 		Reader:    r.client,
+		Inputs:    r.inputs,
 		NodeName:  r.name,
 		Namespace: ns,
 		Root:      r.root,

@@ -48,14 +48,10 @@ func (d *Daemon) ensureAuth(ctx context.Context, s *scope, refresh bool) error {
 		d.authSecret = &name
 		return nil
 	}
-	var secret corev1.Secret
 	readAt := d.now()
-	if err := d.reader().Get(ctx, types.NamespacedName{Namespace: d.Namespace, Name: name}, &secret); err != nil {
+	data, err := d.inputs().PullSecret(ctx, name)
+	if err != nil {
 		return fmt.Errorf("get pull secret %s/%s: %w", d.Namespace, name, err)
-	}
-	data, ok := secret.Data[corev1.DockerConfigJsonKey]
-	if !ok {
-		return fmt.Errorf("pull secret %s/%s has no %s key", d.Namespace, name, corev1.DockerConfigJsonKey)
 	}
 	if old, err := d.Root.ReadFile(AuthFile); err != nil || !bytes.Equal(old, data) {
 		if err := d.Root.WriteFile(AuthFile, data, 0o600, 0, 0); err != nil {
@@ -65,6 +61,52 @@ func (d *Daemon) ensureAuth(ctx context.Context, s *scope, refresh bool) error {
 	}
 	d.authSecret, d.authReadAt, d.authSuspect = &name, readAt, false
 	return nil
+}
+
+// Inputs reads the node's rendered configs and its pull secret. Every
+// daemon shares one ServiceAccount, so the API server cannot keep one
+// node from reading another pool's: the daemon of a real node reads them
+// from the config server (configserver.NodeClient), which serves only
+// what the controller named on the daemon's own Node, or rendered
+// configs of its pool, and the daemon's RBAC has no get on either.
+type Inputs interface {
+	// MachineConfig reads rendered config name.
+	MachineConfig(ctx context.Context, name string) (*v1alpha1.MachineConfig, error)
+	// PullSecret reads the .dockerconfigjson of pull secret name.
+	PullSecret(ctx context.Context, name string) ([]byte, error)
+}
+
+// inputs is Inputs, or reads from the API server with reader() when
+// nil (the simulated nodes' daemons, which run with a kubeconfig of
+// their own, and the tests).
+func (d *Daemon) inputs() Inputs {
+	if d.Inputs != nil {
+		return d.Inputs
+	}
+	return apiInputs{d}
+}
+
+// apiInputs reads the inputs from the API server.
+type apiInputs struct{ d *Daemon }
+
+func (a apiInputs) MachineConfig(ctx context.Context, name string) (*v1alpha1.MachineConfig, error) {
+	var mc v1alpha1.MachineConfig
+	if err := a.d.reader().Get(ctx, types.NamespacedName{Name: name}, &mc); err != nil {
+		return nil, err
+	}
+	return &mc, nil
+}
+
+func (a apiInputs) PullSecret(ctx context.Context, name string) ([]byte, error) {
+	var secret corev1.Secret
+	if err := a.d.reader().Get(ctx, types.NamespacedName{Namespace: a.d.Namespace, Name: name}, &secret); err != nil {
+		return nil, err
+	}
+	data, ok := secret.Data[corev1.DockerConfigJsonKey]
+	if !ok {
+		return nil, fmt.Errorf("no %s key", corev1.DockerConfigJsonKey)
+	}
+	return data, nil
 }
 
 // invalidConfigError is a desired image or rendered config the daemon

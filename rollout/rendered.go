@@ -5,8 +5,6 @@ import (
 	"strings"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/machineconfig"
 )
@@ -41,8 +39,8 @@ func (d *Daemon) renderedConfig(ctx context.Context, name string) (*v1alpha1.Mac
 	if ok {
 		return spec, nil
 	}
-	var mc v1alpha1.MachineConfig
-	if err := d.reader().Get(ctx, types.NamespacedName{Name: name}, &mc); err != nil {
+	mc, err := d.inputs().MachineConfig(ctx, name)
+	if err != nil {
 		return nil, err
 	}
 	if hash, err := machineconfig.Hash(mc.Spec); err == nil && strings.HasSuffix(name, "-"+hash) {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/strata-dev/strata/configserver"
 	"github.com/strata-dev/strata/internal/registry"
 	"github.com/strata-dev/strata/internal/scheme"
 	"github.com/strata-dev/strata/internal/version"
@@ -45,7 +46,17 @@ type options struct {
 	metricsAddr   string
 	insecure      []string
 	systemctl     string
+	configServer  configServerClient
 	zap           zap.Options
+}
+
+// configServerClient is where the daemon reads its rendered configs and
+// pull secret: the config server, which serves a node only its own
+// pool's (the daemon's RBAC has no get on either), or, with no URL, the
+// API server (simulated nodes, whose daemons run with a kubeconfig that
+// may read them).
+type configServerClient struct {
+	url, caFile, tokenFile string
 }
 
 func main() {
@@ -87,6 +98,9 @@ which survives reboots.`,
 	f.DurationVar(&o.resync, "resync-period", rollout.DefaultResync, "how often to sync without a Node event")
 	f.StringSliceVar(&o.insecure, "insecure-registry", nil, "registry host[:port] read over plain HTTP when the daemon reads image manifests for its disruption decision (repeatable; bootc has its own registries.conf)")
 	f.StringVar(&o.systemctl, "systemctl-command", "nsenter --target 1 --mount --pid -- systemctl", "systemctl command, split at white space, for the actions of a live apply (daemon-reload, reload, restart)")
+	f.StringVar(&o.configServer.url, "config-server", "", "https://host:port of the config server the daemon reads its node's rendered configs and pull secret from (empty: read them from the API server, which the daemon's ServiceAccount may not)")
+	f.StringVar(&o.configServer.caFile, "config-server-ca-file", "/etc/strata/config-server-ca/ca.crt", "PEM CA of the config server's certificate (the ConfigMap strata-config-server-ca, mounted)")
+	f.StringVar(&o.configServer.tokenFile, "config-server-token-file", "/var/run/secrets/strata/config-server/token", "the pod's ServiceAccount token for audience "+configserver.NodeTokenAudience+" (projected by the kubelet), sent to the config server")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address the Prometheus metrics endpoint binds to; 0 disables it")
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.zap.BindFlags(zfs)
@@ -164,10 +178,13 @@ func run(o options) error {
 			HealthArgv: strings.Fields(o.healthCommand),
 		},
 	}
+	if o.configServer.url != "" {
+		d.Inputs = &configserver.NodeClient{URL: o.configServer.url, CAFile: o.configServer.caFile, TokenFile: o.configServer.tokenFile}
+	}
 	if err := (&rollout.Reconciler{Daemon: d, Resync: o.resync}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the daemon: %w", err)
 	}
-	log.Info("Starting", "node", o.nodeName, "hostRoot", o.hostRoot, "stateDir", o.stateDir, "version", version.Version)
+	log.Info("Starting", "node", o.nodeName, "hostRoot", o.hostRoot, "stateDir", o.stateDir, "configServer", o.configServer.url, "version", version.Version)
 	ctx := ctrl.SetupSignalHandler()
 	if _, err := d.SyncAtStart(ctx); err != nil {
 		// The Reconciler syncs again once started, with its backoff.
