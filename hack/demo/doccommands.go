@@ -38,6 +38,8 @@ var notRunRules = []notRun{
 	{"logs worker-<hash> -f", "follows a running build; demo check runs the non-following form"},
 	{"registry.example.com/strata/", "copies Strata's images to your registry: for a real cluster (the demo's are in 127.0.0.1:5000)"},
 	{"create secret docker-registry", "your registry's credentials: for a real cluster (the demo makes its own)"},
+	{"-k my-strata/", "applies your own overlay: for a real cluster (the demo installs from config/testcluster)"},
+	{"delete role,rolebinding", "an upgrade step from an older install: the demo's install is new"},
 	{"kubectl wait mcn/worker-1", "the demo's nodes are named demo-*: the form is run with their name"},
 }
 
