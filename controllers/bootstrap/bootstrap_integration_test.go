@@ -276,6 +276,14 @@ func TestServingCertificate(t *testing.T) {
 		if string(tls1.Data[CAKey]) != string(ca.Data[CAKey]) || tls1.Type != corev1.SecretTypeTLS {
 			return errors.New("the TLS Secret does not carry the CA, or is not kubernetes.io/tls")
 		}
+		// The daemons trust the server by the published certificate.
+		var cm corev1.ConfigMap
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "strata-system", Name: CAConfigMap}, &cm); err != nil {
+			return err
+		}
+		if len(cm.Data) != 1 || cm.Data[CAKey] != string(ca.Data[CAKey]) || len(cm.BinaryData) > 0 {
+			return errors.New("ConfigMap " + CAConfigMap + " does not hold exactly the CA's certificate")
+		}
 		return nil
 	})
 

@@ -38,6 +38,12 @@ const (
 	CAKeyKey = "ca.key"
 )
 
+// CAConfigMap is the ConfigMap in strata-system that publishes the CA's
+// certificate (ca.crt, nothing secret): the daemons' pods mount it to
+// trust the config server they read their node's inputs from, as pods
+// mount kube-root-ca.crt to trust the API server.
+const CAConfigMap = "strata-config-server-ca"
+
 // recheck bounds how long a change of the Service's names (which is not
 // watched: the controller may only get it) goes unnoticed.
 const recheck = 10 * time.Minute
@@ -60,6 +66,8 @@ type CertReconciler struct {
 // +kubebuilder:rbac:groups="",namespace=strata-system,resources=secrets,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",namespace=strata-config-server,resources=secrets,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",namespace=strata-system,resources=services,verbs=get
+// +kubebuilder:rbac:groups="",namespace=strata-system,resources=configmaps,verbs=get;create
+// +kubebuilder:rbac:groups="",namespace=strata-system,resources=configmaps,resourceNames=strata-config-server-ca,verbs=update
 
 // SetupWithManager registers the reconciler on the two Secrets.
 func (r *CertReconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -87,6 +95,9 @@ func (r *CertReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 	logger := log.FromContext(ctx)
 	ca, caAt, err := r.ensureCA(ctx, now)
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.publishCA(ctx, ca.cert); err != nil {
 		return ctrl.Result{}, err
 	}
 	names, err := r.names(ctx)
@@ -164,6 +175,36 @@ func (r *CertReconciler) ensureCA(ctx context.Context, now time.Time) (keyPair, 
 	log.FromContext(ctx).Info("Made the config server's CA", "secret", key.String())
 	c, _, _ := parse(ca)
 	return ca, renewAt(c.NotBefore, c.NotAfter), nil
+}
+
+// publishCA writes the CA's certificate to CAConfigMap (read uncached:
+// the controller may not list ConfigMaps).
+func (r *CertReconciler) publishCA(ctx context.Context, cert []byte) error {
+	key := types.NamespacedName{Namespace: r.Namespace, Name: CAConfigMap}
+	var cm corev1.ConfigMap
+	err := r.APIReader.Get(ctx, key, &cm)
+	if apierrors.IsNotFound(err) {
+		cm = corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Data: map[string]string{CAKey: string(cert)}}
+		if err := r.Client.Create(ctx, &cm); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create %s: %w", key, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get %s: %w", key, err)
+	}
+	if cm.Data[CAKey] == string(cert) {
+		return nil
+	}
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	cm.Data[CAKey] = string(cert)
+	if err := r.Client.Update(ctx, &cm); err != nil {
+		return fmt.Errorf("update %s: %w", key, err)
+	}
+	log.FromContext(ctx).Info("Published the config server's CA", "configMap", key.String())
+	return nil
 }
 
 // names are those nodes may reach the server by: the Service's DNS
