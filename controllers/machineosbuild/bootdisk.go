@@ -81,35 +81,25 @@ func (r *Reconciler) bootDisk(ctx context.Context, s *scope) error {
 		labels[v1alpha1.MachineOSConfigLabel] = s.mosc.Name
 	}
 	jb.Annotations = map[string]string{diskSizeAnnotation: strconv.Itoa(int(size))}
-	if err := r.Client.Create(ctx, jb); err != nil {
-		if !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create Job %s/%s: %w", jb.Namespace, jb.Name, err)
-		}
-		// Made before a restart: adopt it, unless it is the Job of
-		// another size, still going.
-		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(jb), jb); err != nil {
-			return err
-		}
-		if jb.Annotations[diskSizeAnnotation] != strconv.Itoa(int(size)) || !jb.DeletionTimestamp.IsZero() {
-			if err := deleteDiskJob(ctx, r.Client, r.Config.Namespace, b); err != nil {
-				return err
-			}
-			s.requeue(time.Second)
-			return nil
-		}
-	} else {
+	created, err := r.createOrGet(ctx, jb)
+	switch {
+	case err != nil:
+		return err
+	case created:
 		log.FromContext(ctx).Info("Created boot disk Job", "build", b.Name, "job", jb.Name, "image", image)
 		r.Recorder.Eventf(b, jb, corev1.EventTypeNormal, "BootDiskJobCreated", "BootDisk", "Created Job %s/%s to make the boot disk of %s", jb.Namespace, jb.Name, image)
-	}
-	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(r.Config.Namespace), client.MatchingLabels(diskjob.PodLabels(b.Name))); err != nil {
-		return fmt.Errorf("list pods of Job %s: %w", jb.Name, err)
-	}
-	var own []corev1.Pod
-	for _, p := range pods.Items {
-		if metav1.IsControlledBy(&p, jb) {
-			own = append(own, p)
+	case jb.Annotations[diskSizeAnnotation] != strconv.Itoa(int(size)) || !jb.DeletionTimestamp.IsZero():
+		// Made before a restart, it is adopted; not the Job of another
+		// size, still going.
+		if err := deleteDiskJob(ctx, r.Client, r.Config.Namespace, b); err != nil {
+			return err
 		}
+		s.requeue(time.Second)
+		return nil
+	}
+	own, err := r.podsOf(ctx, jb, diskjob.PodLabels(b.Name))
+	if err != nil {
+		return err
 	}
 	st := diskjob.Interpret(jb, own)
 	if st.RetryAfter > 0 {

@@ -22,7 +22,7 @@ import (
 
 // runBuild drives a build that is not finished yet with the strategy its
 // inputs allow, and copies its progress into the build's status (which
-// the reconcile writes once, at its end).
+// the reconcile writes once, in its deferred patch).
 func (r *Reconciler) runBuild(ctx context.Context, s *scope, in *inputs) error {
 	b := s.build
 	b.Status.Strategy, b.Status.StrategyReason = buildinputs.Strategy(s.mosc, in.Result)
@@ -83,42 +83,30 @@ func (r *Reconciler) driveJob(ctx context.Context, s *scope, req job.Request) (j
 	if err := r.Client.Create(ctx, inputs); err != nil && !apierrors.IsAlreadyExists(err) {
 		return job.Status{}, "", fmt.Errorf("create Secret %s/%s: %w", inputs.Namespace, inputs.Name, err)
 	}
-	if err := r.Client.Create(ctx, jb); err != nil {
-		if !apierrors.IsAlreadyExists(err) {
-			return job.Status{}, "", fmt.Errorf("create Job %s/%s: %w", jb.Namespace, jb.Name, err)
-		}
-		// Made before a restart: adopt it.
-		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(jb), jb); err != nil {
-			return job.Status{}, "", err
-		}
-		if !jb.DeletionTimestamp.IsZero() || !metav1.IsControlledBy(jb, b) {
-			// The Job of an earlier attempt or an earlier build of the
-			// same name (one made from a stale cache just as that build
-			// was deleted): it goes, and its deletion brings the next
-			// reconcile, which makes this one's.
-			if jb.DeletionTimestamp.IsZero() {
-				if err := deleteBuildJob(ctx, r.Client, r.Config.Namespace, b); err != nil {
-					return job.Status{}, "", err
-				}
-			}
-			s.requeue(time.Second)
-			return job.Status{Phase: job.PhasePending}, jb.Name, nil
-		}
-	} else {
+	created, err := r.createOrGet(ctx, jb)
+	if err != nil {
+		return job.Status{}, "", err
+	}
+	switch {
+	case created:
 		log.FromContext(ctx).Info("Created Job", "build", b.Name, "job", jb.Name, "pushSpec", pushSpec)
 		r.Recorder.Eventf(b, jb, corev1.EventTypeNormal, "JobCreated", "Build", "Created Job %s/%s", jb.Namespace, jb.Name)
-	}
-	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(r.Config.Namespace), client.MatchingLabels(job.PodLabels(b.Name))); err != nil {
-		return job.Status{}, "", fmt.Errorf("list pods of Job %s: %w", jb.Name, err)
-	}
-	// Only this Job's pods: a Job of the same name deleted a moment ago
-	// (a rebuild) may still have pods with the same labels.
-	var own []corev1.Pod
-	for _, p := range pods.Items {
-		if metav1.IsControlledBy(&p, jb) {
-			own = append(own, p)
+	case !jb.DeletionTimestamp.IsZero() || !metav1.IsControlledBy(jb, b):
+		// The Job of an earlier attempt or an earlier build of the same
+		// name (one made from a stale cache just as that build was
+		// deleted): it goes, and its deletion brings the next reconcile,
+		// which makes this one's. Made before a restart, it is adopted.
+		if jb.DeletionTimestamp.IsZero() {
+			if err := deleteBuildJob(ctx, r.Client, r.Config.Namespace, b); err != nil {
+				return job.Status{}, "", err
+			}
 		}
+		s.requeue(time.Second)
+		return job.Status{Phase: job.PhasePending}, jb.Name, nil
+	}
+	own, err := r.podsOf(ctx, jb, job.PodLabels(b.Name))
+	if err != nil {
+		return job.Status{}, "", err
 	}
 	st := job.Interpret(jb, own)
 	if st.RetryAfter > 0 {
