@@ -2,10 +2,15 @@ package rollout
 
 import (
 	"context"
+	"encoding/pem"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr/testr"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -15,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/configserver"
 	"github.com/strata-dev/strata/test/testenv"
 )
 
@@ -22,12 +28,36 @@ import (
 // the node pull secrets.
 const nodeSecrets = "strata-nodes"
 
-// TestDaemonReadsOnlyNodePullSecrets: with the RBAC config/ installs, a
-// daemon's token reads its pool's pull secret in strata-nodes, and
-// neither the push secret nor a build context in strata-system, nor a
-// list of the node pull secrets; it writes Events about its Node in
-// namespace default only.
-func TestDaemonReadsOnlyNodePullSecrets(t *testing.T) {
+// viaConfigServer is Inputs as a real node's daemon has them: a config
+// server's node endpoints (configserver.NodeServer, with the test's
+// rights), read with a token of the daemon's ServiceAccount for the
+// config server, bound to a pod on node.
+func viaConfigServer(t *testing.T, node string) Inputs {
+	t.Helper()
+	srv := httptest.NewTLSServer(&configserver.NodeServer{
+		Client:        env.Client,
+		Nodes:         env.Client,
+		Reviews:       env.Client,
+		NodeNamespace: nodeSecrets,
+		DaemonUser:    configserver.DaemonUser(ns, daemonAccount),
+		Log:           testr.New(t),
+	})
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	caFile, tokenFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "token")
+	writeFile(t, caFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
+	writeFile(t, tokenFile, daemonToken(t, ns, node, configserver.NodeTokenAudience))
+	return &configserver.NodeClient{URL: srv.URL, CAFile: caFile, TokenFile: tokenFile}
+}
+
+// TestDaemonReadsOnlyItsOwnInputs: with the RBAC config/ installs, a
+// daemon's token reads no Secret (neither a node pull secret in
+// strata-nodes, nor the push secret or a build context in
+// strata-system, nor a list) and no MachineConfig: root on one node
+// would read every pool's with them. It reads its own pull secret and
+// rendered config through the config server, which refuses another
+// node's. It writes Events about its Node in namespace default only.
+func TestDaemonReadsOnlyItsOwnInputs(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t)
 	c := daemonClient(t, r.name)
@@ -60,8 +90,10 @@ func TestDaemonReadsOnlyNodePullSecrets(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), buildContext) })
 	pull := secret(nodeSecrets, "access-pull-"+r.name)
+	otherPull := secret(nodeSecrets, "access-other-pull-"+r.name)
+	config := r.renderedConfig("access")
 
-	for _, s := range []*corev1.Secret{push, buildContext} {
+	for _, s := range []*corev1.Secret{push, buildContext, pull} {
 		err := c.Get(ctx, client.ObjectKeyFromObject(s), &corev1.Secret{})
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("the daemon's get of Secret %s/%s: %v, want Forbidden", s.Namespace, s.Name, err)
@@ -70,8 +102,8 @@ func TestDaemonReadsOnlyNodePullSecrets(t *testing.T) {
 	if err := c.List(ctx, &corev1.SecretList{}, client.InNamespace(nodeSecrets)); !apierrors.IsForbidden(err) {
 		t.Errorf("the daemon's list of Secrets in %s: %v, want Forbidden", nodeSecrets, err)
 	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(pull), &corev1.Secret{}); err != nil {
-		t.Errorf("the daemon's get of its pull secret %s/%s: %v", pull.Namespace, pull.Name, err)
+	if err := c.Get(ctx, types.NamespacedName{Name: config}, &v1alpha1.MachineConfig{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the daemon's get of MachineConfig %s: %v, want Forbidden", config, err)
 	}
 
 	event := func(namespace string, regarding corev1.ObjectReference) *eventsv1.Event {
@@ -98,13 +130,31 @@ func TestDaemonReadsOnlyNodePullSecrets(t *testing.T) {
 	}
 
 	// The daemon itself, with these rights, writes the pull secret the
-	// node names for bootc.
+	// node names for bootc, read through the config server, which
+	// serves it nothing its Node does not name.
 	r.client = c
+	r.inputs = viaConfigServer(t, r.name)
 	r.restart()
 	r.d.Namespace = nodeSecrets
 	r.annotate(map[string]*string{v1alpha1.ImagePullSecretAnnotation: str(pull.Name)})
 	r.sync()
 	if b, err := os.ReadFile(filepath.Join(r.dir, "run/ostree/auth.json")); err != nil || string(b) != string(auth) {
 		t.Errorf("auth.json %q, %v; want the pull secret", b, err)
+	}
+	if _, err := r.d.renderedConfig(ctx, config); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("the daemon's read of config %s its Node does not name yet: %v, want 403", config, err)
+	}
+	r.desire(original, config)
+	if _, err := r.d.renderedConfig(ctx, config); err != nil {
+		t.Errorf("the daemon's read of its desired config %s: %v", config, err)
+	}
+	if _, err := r.inputs.PullSecret(ctx, otherPull.Name); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("the daemon's read of pull secret %s its Node does not name: %v, want 403", otherPull.Name, err)
+	}
+	other := newRig(t)
+	otherConfig := other.renderedConfig("access-other")
+	other.desire(original, otherConfig)
+	if _, err := r.inputs.MachineConfig(ctx, otherConfig); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("the daemon's read of another node's config %s: %v, want 403", otherConfig, err)
 	}
 }

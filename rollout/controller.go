@@ -36,16 +36,15 @@ func CacheOptions(nodeName string) cache.Options {
 }
 
 // The daemon's rights: Nodes (RBAC cannot narrow them to the daemon's own
-// Node; only admission control on the node name in its token can), the
-// rendered MachineConfig it applies, and Events about its Node. It evicts
-// nothing: the controller drains.
+// Node; only admission control on the node name in its token can) and
+// Events about its Node. It evicts nothing: the controller drains.
 //
-// Secrets: only get, and only in strata-nodes, where the controller
-// copies the MachineOSConfigs' node pull secrets (controllers/pullsecret)
-// and keeps nothing else. Nothing in strata-system: the push secrets and
-// the build contexts (other pools' /etc) are there, and root on one node
-// must not read them. Without list, a daemon reads only the secret whose
-// name it is given.
+// No MachineConfig and no Secret: every daemon shares this
+// ServiceAccount, so RBAC would let root on one node read every pool's
+// rendered configs and node pull secrets by name. The daemon reads its
+// own from the config server (Inputs, configserver.NodeServer), which
+// serves a token bound to a pod on a Node only what the controller named
+// on that Node, and rendered configs of its pool.
 //
 // MachineConfigurations: get, of the `cluster` singleton only, whose
 // disruption policy decides what an update costs the node; the daemon
@@ -56,9 +55,7 @@ func CacheOptions(nodeName string) cache.Options {
 // there and nowhere else.
 //
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigs,verbs=get
 // +kubebuilder:rbac:groups=machineconfiguration.strata.dev,resources=machineconfigurations,verbs=get
-// +kubebuilder:rbac:groups="",namespace=strata-nodes,resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=default,resources=events,verbs=create;patch
 
 // Reconciler runs the Daemon's sync for its Node in a controller-runtime

@@ -293,6 +293,7 @@ func TestMachineConfigNodePolicy(t *testing.T) {
 
 	// The daemon, with these rights, through a whole update.
 	r.client = c
+	r.inputs = viaConfigServer(t, r.name)
 	r.restart()
 	config := r.renderedConfig("one")
 	r.desire(newImage, config)

@@ -47,6 +47,20 @@ func daemonClient(t *testing.T, nodeName string) client.Client {
 // namespace.
 func daemonClientIn(t *testing.T, namespace, nodeName string) client.Client {
 	t.Helper()
+	cfg := rest.AnonymousClientConfig(env.Config)
+	cfg.BearerToken = daemonToken(t, namespace, nodeName)
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// daemonToken is a token of the ServiceAccount strata-daemon of
+// namespace for audiences (none: the API server's), bound to a pod on
+// nodeName unless nodeName is empty.
+func daemonToken(t *testing.T, namespace, nodeName string, audiences ...string) string {
+	t.Helper()
 	if err := installAccess(); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +69,7 @@ func daemonClientIn(t *testing.T, namespace, nodeName string) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: ptr.To[int64](3600)}}
 	if nodeName != "" {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "strata-daemon-", Namespace: namespace},
@@ -75,13 +89,7 @@ func daemonClientIn(t *testing.T, namespace, nodeName string) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := rest.AnonymousClientConfig(env.Config)
-	cfg.BearerToken = tok.Status.Token
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return tok.Status.Token
 }
 
 // mergePatch merge-patches Node name with patch as c.
@@ -137,6 +145,7 @@ func waitForPolicy(t *testing.T, c client.Client, node string) {
 func TestUpdateWithinNodePolicy(t *testing.T) {
 	r := newRig(t)
 	r.client = daemonClient(t, r.name)
+	r.inputs = viaConfigServer(t, r.name)
 	waitForPolicy(t, r.client, r.name)
 	r.restart()
 
