@@ -1,32 +1,26 @@
 package node
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/internal/imageref"
+	"github.com/strata-dev/strata/internal/layering"
 )
 
 // signatureGate holds a signed pool's image until the build controller
 // has signed it (ImageSigned=True): the nodes would refuse it unsigned.
 // It also sets the policy the daemons write before they switch.
 func signatureGate(t *target, mosc *v1alpha1.MachineOSConfig, b *v1alpha1.MachineOSBuild) error {
-	sg := mosc.Spec.Signing
-	if sg == nil {
+	if mosc.Spec.Signing == nil {
 		return nil
 	}
-	p := v1alpha1.NodeSignaturePolicy{Repository: imageref.Repository(mosc.Spec.RenderedImagePushSpec)}
-	for _, k := range sg.PublicKeys {
-		p.PublicKeys = append(p.PublicKeys, string(k))
-	}
-	data, err := json.Marshal(p)
+	policy, err := layering.SignaturePolicy(mosc)
 	if err != nil {
 		return err
 	}
-	t.signaturePolicy = string(data)
+	t.signaturePolicy = policy
 	if t.Image == "" || b == nil || meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BuildImageSigned) {
 		return nil
 	}
