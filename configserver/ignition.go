@@ -31,6 +31,11 @@ const (
 	// FirstbootDoneFile exists once the first boot is done; the unit does
 	// not run again.
 	FirstbootDoneFile = FirstbootDir + "/done"
+	// FirstbootSignaturePolicyFile is, for a pool that signs its images,
+	// the node signature policy the first boot writes into /etc and
+	// enforces on its switch (strata-daemon firstboot
+	// --signature-policy-file).
+	FirstbootSignaturePolicyFile = FirstbootDir + "/signature-policy.json"
 )
 
 // Input is what a pool's first-boot Ignition is made of.
@@ -49,6 +54,11 @@ type Input struct {
 	// HealthCheckTimeout is the pool's healthCheckTimeout: how long the
 	// first boot waits for the node to be healthy on the new image.
 	HealthCheckTimeout time.Duration
+	// SignaturePolicy is the pool's node signature policy
+	// (layering.SignaturePolicy) when its MachineOSConfig signs: the
+	// first boot verifies the image with it. "" when the pool does not
+	// sign.
+	SignaturePolicy string
 }
 
 // Render is the pool's first-boot Ignition config. It is pure: the same
@@ -57,6 +67,9 @@ func Render(in Input) (*ign.Config, error) {
 	c := &ign.Config{Ignition: ign.Ignition{Version: IgnitionVersion}}
 	if in.PullSecret != nil {
 		c.Storage.Files = append(c.Storage.Files, file(FirstbootAuthFile, 0o600, in.PullSecret, true))
+	}
+	if in.SignaturePolicy != "" {
+		c.Storage.Files = append(c.Storage.Files, file(FirstbootSignaturePolicyFile, 0o644, []byte(in.SignaturePolicy), true))
 	}
 	for _, it := range in.NodeItems {
 		if err := addItem(c, it); err != nil {
@@ -84,6 +97,9 @@ func FirstbootArgs(in Input) []string {
 	}
 	if in.PullSecret != nil {
 		args = append(args, "--auth-file="+FirstbootAuthFile)
+	}
+	if in.SignaturePolicy != "" {
+		args = append(args, "--signature-policy-file="+FirstbootSignaturePolicyFile)
 	}
 	return args
 }

@@ -136,3 +136,42 @@ func TestPointer(t *testing.T) {
 		t.Errorf("CAs %+v", cas)
 	}
 }
+
+// TestRenderSignaturePolicy: a new node of a pool that signs gets the
+// pool's signature policy and a first boot that enforces it; a pool that
+// does not sign gets neither.
+func TestRenderSignaturePolicy(t *testing.T) {
+	daemon := "registry.example.com/strata/strata-daemon@sha256:0000000000000000000000000000000000000000000000000000000000000001"
+	policy := `{"repository":"registry.example.com/os","publicKeys":["-----BEGIN PUBLIC KEY-----\nx\n-----END PUBLIC KEY-----\n"]}`
+	for _, c := range []struct {
+		name   string
+		policy string
+	}{{"signed", policy}, {"unsigned", ""}} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Render(Input{Pool: "worker", Image: image, DaemonImage: daemon, SignaturePolicy: c.policy})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := parse(t, cfg)
+			var file *ign.File
+			for i := range got.Storage.Files {
+				if got.Storage.Files[i].Path == FirstbootSignaturePolicyFile {
+					file = &got.Storage.Files[i]
+				}
+			}
+			flag := strings.Contains(*got.Systemd.Units[0].Contents, "--signature-policy-file="+FirstbootSignaturePolicyFile)
+			if c.policy == "" {
+				if file != nil || flag {
+					t.Fatalf("an unsigned pool's first boot has a signature policy: file %v, flag %v", file != nil, flag)
+				}
+				return
+			}
+			if file == nil || decode(t, file.Contents) != c.policy || *file.Mode != 0o644 {
+				t.Fatalf("policy file %+v, want the pool's policy, mode 0644", file)
+			}
+			if !flag {
+				t.Fatalf("the first boot does not enforce the policy:\n%s", *got.Systemd.Units[0].Contents)
+			}
+		})
+	}
+}

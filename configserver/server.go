@@ -261,6 +261,12 @@ func (s *Server) input(ctx context.Context, name string) (*Input, string, error)
 			return nil, "the node pull secret " + s.NodeNamespace + "/" + secret + " has no " + corev1.DockerConfigJsonKey, nil
 		}
 	}
+	if mosc != nil && in.Image != "" {
+		// Where the pool signs, the first boot verifies what it switches to.
+		if in.SignaturePolicy, err = layering.SignaturePolicy(mosc); err != nil {
+			return nil, "", err
+		}
+	}
 	if in.Image != "" {
 		if in.DaemonImage, err = s.DaemonImage(ctx); err != nil {
 			return nil, "", err
