@@ -28,4 +28,17 @@
 // after it was made, the one a rotation replaced after the expiry
 // written beside it. Every request is logged without its
 // token and counted in strata_config_server_requests_total by result.
+//
+// It also serves running nodes (NodeServer, at /node/): a daemon reads
+// its node's rendered configs and pull secret here rather than from the
+// API server, because every daemon shares one ServiceAccount and RBAC
+// cannot keep one node from reading another pool's. A request carries a
+// token of the daemon's ServiceAccount for audience strata-config-server
+// and bound to the daemon's pod, which a TokenReview turns into the Node
+// the pod runs on; the server then serves the rendered configs that
+// Node's desiredConfig or desiredStageConfig names or that are of its
+// pool, and the pull secret its imagePullSecret names, the controller's
+// annotations all three: anything else is 403, existing or not. The
+// daemon trusts the server by the CA the controller publishes in the
+// ConfigMap strata-config-server-ca (NodeClient).
 package configserver

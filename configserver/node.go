@@ -138,9 +138,9 @@ func (s *NodeServer) serve(w http.ResponseWriter, r *http.Request) answer {
 	}
 	node, code, why := s.authenticate(ctx, token)
 	if code != 0 {
-		result := resultForbidden
-		if code == http.StatusUnauthorized {
-			result = resultUnauthorized
+		result := map[int]string{http.StatusUnauthorized: resultUnauthorized, http.StatusForbidden: resultForbidden}[code]
+		if result == "" {
+			result = resultError
 		}
 		return fail(result, code, why)
 	}
@@ -178,12 +178,12 @@ func (s *NodeServer) serve(w http.ResponseWriter, r *http.Request) answer {
 
 // authenticate asks the API server whose token it is: the node it is
 // bound to, or the code to refuse with (401: not a valid token for this
-// audience; 403: valid, but not the daemon's or bound to no node) and
-// why. A failed review is 401 too: the caller retries.
+// audience; 403: valid, but not the daemon's or bound to no node; 503:
+// the review failed, the caller retries) and why.
 func (s *NodeServer) authenticate(ctx context.Context, token string) (node string, code int, why string) {
 	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{NodeTokenAudience}}}
 	if err := s.Reviews.Create(ctx, tr); err != nil {
-		return "", http.StatusUnauthorized, "token review: " + err.Error()
+		return "", http.StatusServiceUnavailable, "token review: " + err.Error()
 	}
 	st := tr.Status
 	if !st.Authenticated {

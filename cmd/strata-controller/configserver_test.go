@@ -18,6 +18,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/configserver"
+	"github.com/strata-dev/strata/controllers/bootstrap"
 	"github.com/strata-dev/strata/test/testenv"
 )
 
@@ -221,6 +224,77 @@ func TestConfigServerMode(t *testing.T) {
 	}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: v1alpha1.ConfigServerNamespace, Name: v1alpha1.BootstrapTokenSecretName("served")}, &corev1.Secret{}); err != nil {
 		t.Errorf("the config server's get of its pool's token: %v", err)
+	}
+
+	// A running node's daemon (issue 37, finding 10), trusting the CA the
+	// controller publishes: its token for the config server, bound to a
+	// pod on its node, gets the node's desired config, with the server's
+	// own RBAC (tokenreviews, nodes); another pool's, no.
+	var cm corev1.ConfigMap
+	testenv.Eventually(t, time.Minute, "the published CA", func() error {
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: "strata-system", Name: bootstrap.CAConfigMap}, &cm)
+	})
+	daemonCAs := x509.NewCertPool()
+	if !daemonCAs.AppendCertsFromPEM([]byte(cm.Data[bootstrap.CAKey])) {
+		t.Fatalf("ConfigMap %s holds no CA: %v", bootstrap.CAConfigMap, cm.Data)
+	}
+	rendered := map[string]string{}
+	testenv.Eventually(t, time.Minute, "the pools' rendered configs", func() error {
+		for _, p := range []string{"served", "other"} {
+			var pool v1alpha1.MachineConfigPool
+			if err := env.Client.Get(ctx, client.ObjectKey{Name: p}, &pool); err != nil {
+				return err
+			}
+			if pool.Status.NewNodes == nil || pool.Status.NewNodes.Config == "" {
+				return fmt.Errorf("pool %s has no rendered config yet", p)
+			}
+			rendered[p] = pool.Status.NewNodes.Config
+		}
+		return nil
+	})
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "served-node", Annotations: map[string]string{
+		v1alpha1.NodePoolAnnotation:      "served",
+		v1alpha1.DesiredConfigAnnotation: rendered["served"],
+	}}}
+	daemonSA := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "strata-system", Name: "strata-daemon"}}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "strata-system", Name: "strata-daemon-served-node"},
+		Spec: corev1.PodSpec{NodeName: node.Name, ServiceAccountName: daemonSA.Name,
+			Containers: []corev1.Container{{Name: "daemon", Image: "registry.example.com/strata/strata-daemon:v1"}}},
+	}
+	for _, o := range []client.Object{node, daemonSA, pod} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences:      []string{configserver.NodeTokenAudience},
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}
+	if err := env.Client.SubResource("token").Create(ctx, daemonSA, tr); err != nil {
+		t.Fatal(err)
+	}
+	dc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: daemonCAs, ServerName: "strata-config-server.strata-system.svc"}}}
+	nodeGet := func(name string) (int, []byte, error) {
+		req, err := http.NewRequest(http.MethodGet, "https://"+addr+configserver.NodeMachineConfigPath+name, nil)
+		if err != nil {
+			return 0, nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tr.Status.Token)
+		resp, err := dc.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, b, err
+	}
+	if code, b, err := nodeGet(rendered["served"]); err != nil || code != http.StatusOK || !strings.Contains(string(b), "/var/lib/served") {
+		t.Errorf("the node's desired config %s: %d %s %v, want it", rendered["served"], code, b, err)
+	}
+	if code, b, err := nodeGet(rendered["other"]); err != nil || code != http.StatusForbidden {
+		t.Errorf("another pool's config %s: %d %s %v, want 403", rendered["other"], code, b, err)
 	}
 }
 
