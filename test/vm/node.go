@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -108,6 +109,7 @@ func JoinNode(t testing.TB, ctx context.Context, kubeconfig string, labels map[s
 			t.Errorf("delete daemonset %s: %v", ds.Name, err)
 		}
 	})
+	grantReads(t, ctx, cs, name)
 	var pod *corev1.Pod
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		pods, err := cs.CoreV1().Pods(DaemonNamespace).List(ctx, metav1.ListOptions{LabelSelector: "strata.dev/vm-daemon=" + name})
@@ -181,4 +183,50 @@ func JoinNode(t testing.TB, ctx context.Context, kubeconfig string, labels map[s
 		{Name: "kubeconfig", Data: kcData, Mode: 0o600},
 		{Name: "strata-daemon", Data: daemon, Mode: 0o755},
 	}}
+}
+
+// grantReads gives the strata-daemon ServiceAccount, while the test of
+// node runs, the reads it no longer has (get of MachineConfigs and of
+// the Secrets in strata-nodes): a real node's daemon reads its rendered
+// configs and pull secret from the config server (--config-server), but
+// the guest has no relay to it yet (hack/vm/base.sh relays the API
+// server and the registry only), so the VM's daemon reads them from the
+// API server as before.
+func grantReads(t testing.TB, ctx context.Context, cs kubernetes.Interface, node string) {
+	t.Helper()
+	name := "strata-vm-reads-" + node
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: DaemonNamespace, Name: DaemonServiceAccount}}
+	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"machineconfiguration.strata.dev"}, Resources: []string{"machineconfigs"}, Verbs: []string{"get"}}}}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subjects,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}}
+	r := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "strata-nodes", Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "strata-nodes", Name: name}, Subjects: subjects,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}}
+	rbac := cs.RbacV1()
+	for _, err := range []error{
+		ignoreExists(rbac.ClusterRoles().Create(ctx, cr, metav1.CreateOptions{})),
+		ignoreExists(rbac.ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})),
+		ignoreExists(rbac.Roles(r.Namespace).Create(ctx, r, metav1.CreateOptions{})),
+		ignoreExists(rbac.RoleBindings(rb.Namespace).Create(ctx, rb, metav1.CreateOptions{})),
+	} {
+		if err != nil {
+			t.Fatalf("grant the VM's daemon its reads: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = rbac.ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = rbac.ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = rbac.RoleBindings(rb.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		_ = rbac.Roles(r.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	})
+}
+
+func ignoreExists[T any](_ T, err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }
