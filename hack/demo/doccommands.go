@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -166,12 +167,7 @@ func runDocCommands(ctx context.Context, p statePaths, cmds []docCommand, v demo
 		if watch {
 			limit = 10 * time.Second
 		}
-		cctx, cancel := context.WithTimeout(ctx, limit)
-		cmd := exec.CommandContext(cctx, "bash", "-o", "pipefail", "-c", line)
-		cmd.Dir, cmd.Env = p.root, env
-		out, err := cmd.CombinedOutput()
-		timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded)
-		cancel()
+		out, timedOut, err := runCommand(ctx, line, p.root, env, limit)
 		ran++
 		switch {
 		case watch && timedOut && len(bytes.TrimSpace(out)) > 0:
@@ -185,6 +181,23 @@ func runDocCommands(ctx context.Context, p statePaths, cmds []docCommand, v demo
 		return fmt.Errorf("%d printed commands fail:\n%s", len(failed), strings.Join(failed, "\n"))
 	}
 	return nil
+}
+
+// runCommand runs line with bash in dir for at most limit, and says
+// whether the limit ended it. The command's children (go run's binary)
+// end with it: they are killed as its process group, or they would keep
+// its output open and the check would wait for them; the output is not
+// waited for long after.
+func runCommand(ctx context.Context, line, dir string, env []string, limit time.Duration) ([]byte, bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "bash", "-o", "pipefail", "-c", line)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	return out, errors.Is(cctx.Err(), context.DeadlineExceeded), err
 }
 
 func ruledOut(line string) string {

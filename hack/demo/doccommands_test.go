@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDocCommandsRunAsPrinted reads the commands the README, docs/ and
@@ -63,5 +65,20 @@ func TestShellLines(t *testing.T) {
 	}
 	if got[0].where != "f.md:4" {
 		t.Errorf("where = %q, want f.md:4", got[0].where)
+	}
+}
+
+// TestRunCommandEndsItsChildren: a command whose child outlives it (go
+// run's binary, a watch) ends at its limit with its children, instead of
+// holding the check until the child ends: demo check once waited ten
+// minutes on `go run ./cmd/stratactl status --watch`.
+func TestRunCommandEndsItsChildren(t *testing.T) {
+	started := time.Now()
+	out, timedOut, err := runCommand(context.Background(), "sleep 300 & echo watching; wait", t.TempDir(), nil, time.Second)
+	if took := time.Since(started); took > 20*time.Second {
+		t.Fatalf("took %s: the child kept the command's output open", took)
+	}
+	if !timedOut || err == nil || !strings.Contains(string(out), "watching") {
+		t.Fatalf("timedOut %v, err %v, output %q; want the limit, an error and the output so far", timedOut, err, out)
 	}
 }
