@@ -240,6 +240,15 @@ var _ = Describe("A new node", Ordered, func() {
 			g.Expect(attacker).NotTo(BeEmpty(), "no node of the pool taken to a second build yet")
 		}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		fmt.Fprintf(GinkgoWriter, "node %s taken to the second build %s\n", attacker, second)
+		// Until the node's update is over its simulator may restart its
+		// daemon (the reboot does), which would write its reports over
+		// the attacker's: wait until it runs the second build.
+		Eventually(func(g Gomega) {
+			n := &corev1.Node{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Name: attacker}, n)).To(Succeed())
+			g.Expect(n.Annotations[v1alpha1.StateAnnotation]).To(Equal(v1alpha1.NodeStateDone))
+			g.Expect(n.Annotations[v1alpha1.CurrentImageAnnotation]).To(Equal(second))
+		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
 
 		By("node " + attacker + "'s root, with its daemon's identity, reporting an image of its choice, Degraded")
 		// Its own daemon stopped, so that only the attacker writes the
