@@ -111,6 +111,9 @@ func StartMain() (*Env, func(), error) {
 	}
 	cfg, err := te.Start()
 	if err != nil {
+		// Start leaves etcd and the apiserver running when a later step
+		// fails (a CRD the apiserver refuses): stop them here.
+		_ = te.Stop()
 		return nil, nil, err
 	}
 	stop := func() { _ = te.Stop() }
